@@ -1,0 +1,1 @@
+"""Importers: datasets (FlowBench, STAR, SGD) -> PDL library trees."""
