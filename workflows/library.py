@@ -58,15 +58,15 @@ def _parse(path: Path, model):
     try:
         obj = model.model_validate(doc.data)
     except ValidationError as exc:
-        return None, doc, pydantic_issues(doc, exc)
-    return obj, doc, []
+        return None, doc, issues + pydantic_issues(doc, exc)
+    return obj, doc, issues
 
 
 def load_workflow(path: Path) -> Workflow:
     """Load and validate one workflow file on its own (no library-level checks)."""
     wf, doc, issues = _parse(Path(path), Workflow)
     if wf is not None:
-        issues = validate_workflow(wf, doc)
+        issues = issues + validate_workflow(wf, doc)
     if issues:
         raise LibraryError(issues)
     wf._source = Path(path)
@@ -77,8 +77,11 @@ def check_library(root: str | Path) -> tuple[Library, list[Issue]]:
     root = Path(root)
     lib = Library(root)
     issues: list[Issue] = []
+    docs = {}  # workflow name -> its YamlDoc, to point later checks at the right line
     if not root.is_dir():
         return lib, [Issue(str(root), None, "", "library directory does not exist")]
+    for path in sorted(root.rglob("*.yml")):  # silently skipping these would hide a workflow
+        issues.append(Issue(str(path), None, "", "workflow files must end in .yaml (this one is ignored)"))
     for path in sorted(root.rglob("*.yaml")):
         rel = path.relative_to(root)
         depth = len(rel.parts)
@@ -110,19 +113,25 @@ def check_library(root: str | Path) -> tuple[Library, list[Issue]]:
             issues += validate_workflow(wf, doc)
             wf._source = path
             if depth != 3 or (wf.domain, wf.role) != rel.parts[:2]:
-                issues.append(Issue(str(path), doc.line(("domain",)), "domain",
-                                    f"workflow of {wf.domain}/{wf.role} must live in {wf.domain}/{wf.role}/"))
+                # point at the field that disagrees with the folder (the domain when both do)
+                wrong = "role" if depth == 3 and wf.domain == rel.parts[0] else "domain"
+                issues.append(Issue(str(path), doc.line((wrong,)), wrong,
+                                    f"workflow of {wf.domain}/{wf.role} must live in {wf.domain}/{wf.role}/ "
+                                    f"(it is in {'/'.join(rel.parts[:-1]) or '.'}/)"))
             if wf.name in lib.workflows:
                 other = lib.workflows[wf.name].source
                 issues.append(Issue(str(path), doc.line(("name",)), "name",
                                     f"duplicate workflow name {wf.name!r} (also in {other})"))
             lib.workflows[wf.name] = wf
+            docs[wf.name] = doc
     for wf in lib.workflows.values():
-        if wf.domain not in lib.domains:
-            issues.append(Issue(str(wf.source), None, "domain",
+        doc = docs[wf.name]
+        # A description file that exists but failed to load was reported above already.
+        if wf.domain not in lib.domains and not (root / wf.domain / DOMAIN_FILE).is_file():
+            issues.append(Issue(str(wf.source), doc.line(("domain",)), "domain",
                                 f"domain {wf.domain!r} has no description ({wf.domain}/{DOMAIN_FILE} is missing)"))
-        if wf.role not in lib.roles:
-            issues.append(Issue(str(wf.source), None, "role",
+        if wf.role not in lib.roles and not (root / wf.domain / wf.role / ROLE_FILE).is_file():
+            issues.append(Issue(str(wf.source), doc.line(("role",)), "role",
                                 f"role {wf.role!r} has no description ({wf.domain}/{wf.role}/{ROLE_FILE} is missing)"))
     if not lib.workflows and not issues:
         issues.append(Issue(str(root), None, "", "no workflow files found"))

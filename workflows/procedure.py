@@ -87,6 +87,18 @@ class Procedure:
         return names
 
 
+def condition_names_with_lines(proc: Procedure) -> list[tuple[str, int]]:
+    """``(name, line)`` for each plain name a condition reads, once per name (its first use)."""
+    seen: dict[str, int] = {}
+    for step in iter_steps(proc.steps):
+        tests = [t for t, _, _ in step.branches] if isinstance(step, If) else [step.test] if isinstance(step, While) else []
+        for test in tests:
+            for node in ast.walk(test):
+                if isinstance(node, ast.Name) and node.id not in (BUILTIN_CONDITION, "True", "False", "None"):
+                    seen.setdefault(node.id, test.lineno)
+    return sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))
+
+
 def iter_steps(steps: list[Step]):
     for step in steps:
         yield step
@@ -103,12 +115,40 @@ def iter_calls(steps: list[Step]):
 
 
 def _comments(source: str) -> dict[int, str]:
+    """Full-line comments by line number."""
     out = {}
     for i, raw in enumerate(source.splitlines(), start=1):
         text = raw.strip()
         if text.startswith("#"):
             out[i] = text.lstrip("#").strip()
     return out
+
+
+def _inline_comments(source: str) -> dict[int, str]:
+    """Comments after code on the same line (``x = API.a()  # why``), found with ``tokenize``
+    so a ``#`` inside a string literal is not mistaken for one."""
+    import io
+    import tokenize
+
+    out: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT and tok.line[: tok.start[1]].strip():
+                out[tok.start[0]] = tok.string.lstrip("#").strip()
+    except (tokenize.TokenError, SyntaxError):  # the source already parsed; be lenient anyway
+        pass
+    return out
+
+
+def _attached_comment(comments: dict[int, str], inline: dict[int, str], line: int) -> str:
+    """The run of comment lines directly above ``line`` plus its inline comment, joined."""
+    above: list[str] = []
+    i = line - 1
+    while i in comments:
+        above.insert(0, comments[i])
+        i -= 1
+    parts = [c for c in above if c] + ([inline[line]] if line in inline else [])
+    return " ".join(parts)
 
 
 def _targets(node: ast.expr, line: int) -> list[str]:
@@ -153,11 +193,13 @@ def _check_condition(test: ast.expr, line: int) -> None:
             raise ProcedureError(f"'{type(node).__name__}' is not allowed in a condition", line)
 
 
-def _block(stmts: list[ast.stmt], source: str, comments: dict[int, str]) -> list[Step]:
+def _block(stmts: list[ast.stmt], source: str, comments: dict[int, str],
+           inline: dict[int, str] | None = None) -> list[Step]:
+    inline = inline or {}
     steps: list[Step] = []
     for st in stmts:
         line = st.lineno
-        comment = comments.get(line - 1, "")
+        comment = _attached_comment(comments, inline, line)
         if isinstance(st, ast.Assign):
             if len(st.targets) != 1:
                 raise ProcedureError("chained assignment is not allowed", line)
@@ -171,12 +213,12 @@ def _block(stmts: list[ast.stmt], source: str, comments: dict[int, str]) -> list
             while isinstance(node, ast.If):
                 _check_condition(node.test, node.lineno)
                 branches.append((node.test, ast.get_source_segment(source, node.test) or ast.unparse(node.test),
-                                 _block(node.body, source, comments)))
+                                 _block(node.body, source, comments, inline)))
                 rest = node.orelse
                 if len(rest) == 1 and isinstance(rest[0], ast.If):
                     node = rest[0]
                 else:
-                    orelse = _block(rest, source, comments)
+                    orelse = _block(rest, source, comments, inline)
                     node = None
             steps.append(If(branches, orelse, line))
         elif isinstance(st, ast.While):
@@ -184,7 +226,7 @@ def _block(stmts: list[ast.stmt], source: str, comments: dict[int, str]) -> list
             if st.orelse:
                 raise ProcedureError("while ... else is not allowed", line)
             steps.append(While(st.test, ast.get_source_segment(source, st.test) or ast.unparse(st.test),
-                               _block(st.body, source, comments), line))
+                               _block(st.body, source, comments, inline), line))
         elif isinstance(st, ast.Pass):
             steps.append(Pass(line))
         elif isinstance(st, ast.Break):
@@ -204,4 +246,19 @@ def parse_procedure(source: str) -> Procedure:
     except SyntaxError as exc:
         raise ProcedureError(f"does not parse: {exc.msg}", exc.lineno) from None
     comments = _comments(text)
-    return Procedure(_block(tree.body, text, comments), text, comments)
+    steps = _block(tree.body, text, comments, _inline_comments(text))
+    _check_breaks(steps, in_loop=False)
+    return Procedure(steps, text, comments)
+
+
+def _check_breaks(steps: list[Step], in_loop: bool) -> None:
+    # ``ast.parse`` accepts a stray ``break``; only the compiler would reject it.
+    for step in steps:
+        if isinstance(step, Break) and not in_loop:
+            raise ProcedureError("'break' outside a while loop", step.line)
+        if isinstance(step, If):
+            for _, _, body in step.branches:
+                _check_breaks(body, in_loop)
+            _check_breaks(step.orelse, in_loop)
+        elif isinstance(step, While):
+            _check_breaks(step.body, True)

@@ -14,7 +14,7 @@ from jsonschema.exceptions import SchemaError
 
 from .errors import Issue, YamlDoc
 from .pdl import BUILTIN_ANSWERS, Workflow
-from .procedure import ProcedureError, parse_procedure
+from .procedure import ProcedureError, condition_names_with_lines, parse_procedure
 
 
 def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
@@ -78,14 +78,15 @@ def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
         try:
             Draft202012Validator.check_schema(api.parameters)
         except SchemaError as exc:
-            add(("apis", i, "parameters"), f"invalid JSON Schema: {exc.message}")
+            # exc.path is where inside the schema the mistake sits, e.g. properties.x.type
+            add(("apis", i, "parameters", *exc.path), f"invalid JSON Schema: {exc.message}")
             continue
         if api.parameters.get("type", "object") != "object":
             add(("apis", i, "parameters", "type"), "the parameters schema must have type 'object'")
         props = api.parameters.get("properties", {})
-        for req in api.parameters.get("required", []):
+        for j, req in enumerate(api.parameters.get("required", [])):
             if req not in props:
-                add(("apis", i, "parameters", "required"), f"required parameter {req!r} is not in properties")
+                add(("apis", i, "parameters", "required", j), f"required parameter {req!r} is not in properties")
 
     values = set(wf.value_names)
     if wf.procedure.strip():
@@ -110,9 +111,10 @@ def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
                     for arg in c.args:
                         if arg not in values:
                             add(("procedure",), f"API {c.name!r} is called with unknown value {arg!r}", at)
-            for name in sorted(proc.condition_names() - values):
-                add(("procedure",), f"condition reads unknown name {name!r} (not a slot or returned value)",
-                    base)
+            for name, cline in condition_names_with_lines(proc):
+                if name not in values:
+                    add(("procedure",), f"condition reads unknown name {name!r} (not a slot or returned value)",
+                        base + cline - 1 if base else None)
     for i, ans in enumerate(wf.answers):
         for var in ans.variables:
             if var not in values:
