@@ -1,0 +1,197 @@
+"""How an API runs: python / http / simulate bindings behind one ``ToolRunner``.
+
+``ToolRunner(context).run(workflow, api_name, args) -> ToolResult`` validates the arguments
+against the API's JSON Schema first, then dispatches on the binding.  It never raises for a
+tool's own failure (bad arguments, exception, timeout, HTTP error, ``{"error": ...}`` result):
+those come back as ``ToolResult(ok=False, error=...)`` so the agent can record them as
+environment events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from jsonschema import Draft202012Validator
+
+from .pdl import Api, Workflow
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    data: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    elapsed_ms: float = 0.0
+
+
+# --- argument validation (also used by the post-decision controller) -----------------------------
+
+def _field_of(err) -> str:
+    path = [str(p) for p in err.absolute_path]
+    if err.validator == "required":
+        # "'x' is a required property" -> the missing field is in the message, not the path
+        missing = err.message.split("'")[1] if "'" in err.message else ""
+        path.append(missing)
+    if err.validator == "additionalProperties":
+        extra = err.message.split("'")[1] if "'" in err.message else ""
+        path.append(extra)
+    return ".".join(p for p in path if p) or "(arguments)"
+
+
+def validate_args(api: Api, args: Any) -> list[str]:
+    """Friendly schema problems, each naming the tool and the field; [] when the call is valid."""
+    if not isinstance(args, dict):
+        return [f"{api.name}: arguments must be an object, got {type(args).__name__}"]
+    out = []
+    for err in sorted(Draft202012Validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
+        fld = _field_of(err)
+        if err.validator == "required":
+            out.append(f"{api.name}: missing required field '{fld}'")
+        elif err.validator == "additionalProperties":
+            out.append(f"{api.name}: unknown field '{fld}'")
+        else:
+            out.append(f"{api.name}: field '{fld}': {err.message}")
+    return out
+
+
+# --- simulate --------------------------------------------------------------------------------------
+
+_BOOL_WORDS = ("available", "success", "ok", "valid", "eligible", "confirmed", "exists", "found", "approved")
+_NUM_WORDS = ("count", "amount", "price", "total", "fee", "balance", "cost", "number_of", "quantity")
+_ID_WORDS = ("id", "reference", "ref", "code", "number", "token")
+
+
+def simulate_value(name: str, rng: random.Random) -> Any:
+    low = name.lower()
+    if low.startswith(("is_", "has_", "can_")) or any(low == w or low.endswith("_" + w) for w in _BOOL_WORDS):
+        return rng.random() < 0.5
+    if any(w in low for w in _NUM_WORDS):
+        return round(rng.uniform(1, 500), 2)
+    if any(low == w or low.endswith("_" + w) for w in _ID_WORDS):
+        return f"{low[:3].upper()}-{rng.randrange(16**6):06X}"
+    words = ("standard", "pending", "approved", "basic", "premium", "morning", "evening")
+    return f"{rng.choice(words)} {name.replace('_', ' ')}"
+
+
+def simulate(workflow: Workflow, api: Api, args: dict) -> dict[str, Any]:
+    """Values for ``api.returns``, deterministic per (workflow, api, args[, seed])."""
+    opts = api.binding.simulate if isinstance(api.binding.simulate, dict) else {}
+    key = json.dumps([workflow.name, api.name, args, opts.get("seed", 0)], sort_keys=True, default=str)
+    rng = random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+    fixed = opts.get("values", {})
+    return {r: fixed[r] if r in fixed else simulate_value(r, rng) for r in api.returns}
+
+
+# --- python ----------------------------------------------------------------------------------------
+
+def _call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
+    """Run ``fn`` in a daemon thread; a hung tool cannot block the agent past ``timeout``."""
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - reported as a tool error
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True, name="flowdesk-tool")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise TimeoutError(f"timed out after {timeout:g}s")
+    if "exc" in box:
+        raise box["exc"]
+    return box.get("value")
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    return {"result": value}
+
+
+class ToolRunner:
+    """Runs a workflow's APIs through their bindings. One per configuration (see graph.resources)."""
+
+    def __init__(self, context: Any = None):
+        self.context = context
+        self._functions: dict[str, tuple[Callable, bool]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def timeout(self) -> float:
+        return float(getattr(self.context, "tool_timeout", 10.0) or 10.0)
+
+    def resolve(self, target: str) -> tuple[Callable, bool]:
+        """Import ``module:function`` once; also whether it takes a ``context`` keyword."""
+        with self._lock:
+            if target not in self._functions:
+                module, _, name = target.partition(":")
+                fn = getattr(importlib.import_module(module), name)
+                try:
+                    takes_ctx = "context" in inspect.signature(fn).parameters
+                except (TypeError, ValueError):
+                    takes_ctx = False
+                self._functions[target] = (fn, takes_ctx)
+            return self._functions[target]
+
+    def run(self, workflow: Workflow, api_name: str, args: dict | None) -> ToolResult:
+        start = time.perf_counter()
+
+        def done(ok: bool, data: dict | None = None, error: str | None = None) -> ToolResult:
+            return ToolResult(ok, data or {}, error, (time.perf_counter() - start) * 1000)
+
+        api = workflow.api(api_name)
+        if api is None:
+            return done(False, error=f"{api_name}: no such tool in workflow {workflow.name!r}")
+        args = dict(args or {})
+        problems = validate_args(api, args)
+        if problems:
+            return done(False, error="; ".join(problems))
+        try:
+            kind = api.binding.kind
+            if kind == "python":
+                data = self._run_python(api, args)
+            elif kind == "http":
+                data = self._run_http(api, args)
+            else:
+                data = simulate(workflow, api, args)
+        except TimeoutError as exc:
+            return done(False, error=f"{api.name}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a failing tool is an environment event, not a crash
+            return done(False, error=f"{api.name}: {type(exc).__name__}: {exc}")
+        if data.get("error"):
+            return done(False, data, f"{api.name}: {data['error']}")
+        return done(True, data)
+
+    def _run_python(self, api: Api, args: dict) -> dict:
+        fn, takes_ctx = self.resolve(api.binding.python)
+        kwargs = dict(args)
+        if takes_ctx:
+            kwargs["context"] = self.context
+        return _as_dict(_call_with_timeout(lambda: fn(**kwargs), self.timeout))
+
+    def _run_http(self, api: Api, args: dict) -> dict:
+        import httpx
+
+        b = api.binding.http
+        timeout = min(b.timeout, self.timeout) if self.context is not None else b.timeout
+        if b.method in ("GET", "DELETE"):
+            resp = httpx.request(b.method, b.url, params=args, timeout=timeout)
+        else:
+            resp = httpx.request(b.method, b.url, json=args, timeout=timeout)
+        if not 200 <= resp.status_code < 300:
+            raise RuntimeError(f"HTTP {resp.status_code} from {b.url}: {resp.text[:200]}")
+        try:
+            body = resp.json() if resp.content else {}
+        except ValueError:
+            raise RuntimeError(f"{b.url} did not return JSON: {resp.text[:200]!r}") from None
+        return _as_dict(body)
