@@ -1,0 +1,186 @@
+"""The switch detector: offline decisions on hand-written turns (own small library, real retriever),
+the LLM path with scripted chat models (retries, fallback), the cascade, and the graph node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import AIMessage as A
+from langchain_core.messages import HumanMessage as H
+
+from nodes.detector import decide, offline_decide, parse_decision, retriever_scorer, self_generated_query
+
+LIB = {
+    "retail/_domain.yaml": "name: retail\ndescription: Online shop customer service for orders and returns.\n",
+    "retail/orders/_role.yaml": "name: orders\ndomain: retail\ndescription: Handles orders after purchase.\n",
+    "retail/orders/track_order.yaml": """name: track_order
+description: Track an order and tell the customer where the delivery is and when it arrives.
+domain: retail
+role: orders
+slots:
+  - {name: order_id, type: string, description: Order number}
+""",
+    "retail/orders/cancel_order.yaml": """name: cancel_order
+description: Cancel an order that has not shipped yet and refund the payment.
+domain: retail
+role: orders
+slots:
+  - {name: order_id, type: string, description: Order number}
+  - {name: reason, type: enum, enum: [changed mind, found cheaper, too slow], description: Why cancel}
+""",
+    "retail/orders/return_item.yaml": """name: return_item
+description: Return a delivered item for a refund or an exchange and print a return label.
+domain: retail
+role: orders
+""",
+    "dining/_domain.yaml": "name: dining\ndescription: Restaurants and table reservations.\n",
+    "dining/host/_role.yaml": "name: host\ndomain: dining\ndescription: Restaurant host who books tables.\n",
+    "dining/host/book_table.yaml": """name: book_table
+description: Reserve a table at a restaurant for a party size, date and time.
+domain: dining
+role: host
+slots:
+  - {name: party_size, type: integer, description: Number of guests}
+""",
+}
+
+
+def write_library(root: Path) -> Path:
+    for rel, text in LIB.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from graph.context import Context
+    from memory.retrieval import build_retriever
+    from workflows.library import load_library
+
+    root = tmp_path_factory.mktemp("detector")
+    lib_dir = write_library(root / "lib")
+    lib = load_library(lib_dir)
+    ctx = Context(library=str(lib_dir), store_dir=str(root / "store"), db_path=str(root / "db.sqlite"))
+    return lib, ctx, retriever_scorer(build_retriever(lib, ctx))
+
+
+def _decide(setup, messages, active, **kw):
+    lib, _, score = setup
+    return decide(messages, active, lib.workflows.get(active) if active else None, score, **kw)
+
+
+def test_answer_to_the_agents_question_stays(setup):
+    v = _decide(setup, [H("Where is my order?"), A("Sure, what is your order number?"), H("It is 12345")],
+                "track_order")
+    assert v.action == "STAY" and not v.out_of_scope and v.confidence > 0.7
+
+
+def test_enum_answer_stays(setup):
+    v = _decide(setup, [H("I want to cancel my order"), A("Why would you like to cancel?"), H("found cheaper")],
+                "cancel_order")
+    assert v.action == "STAY"
+
+
+def test_explicit_switch_searches_with_a_flowswitch_query(setup):
+    v = _decide(setup, [H("Where is my order?"), A("Sure, what is your order number?"),
+                        H("actually I want to cancel my order instead")], "track_order")
+    assert v.action == "SEARCH"
+    assert v.search_query.startswith("Potential Name of the workflow: ")
+    assert "Task description of the workflow:" in v.search_query and "cancel my order" in v.search_query
+    assert "the action you need to take to solve the task: cancel my order" in v.search_query
+
+
+def test_greeting_without_workflow_is_out_of_scope(setup):
+    v = _decide(setup, [H("Hello there!")], None)
+    assert v.action == "STAY" and v.out_of_scope
+
+
+def test_closing_after_anything_else_is_out_of_scope(setup):
+    v = _decide(setup, [H("Where is my order?"), A("It arrives tomorrow. Anything else?"), H("No, that's all.")],
+                "track_order")
+    assert v.action == "STAY" and v.out_of_scope
+
+
+def test_first_request_searches(setup):
+    v = _decide(setup, [H("Hi, I need to return a jacket I bought")], None)
+    assert v.action == "SEARCH" and "return a jacket" in v.search_query
+
+
+def test_accepting_an_offer_for_another_workflow_searches(setup):
+    v = _decide(setup, [H("Where is my order?"), A("It arrives tomorrow. Would you like to book a table to "
+                                                   "celebrate?"), H("Yes please")], "track_order")
+    assert v.action == "SEARCH" and "book a table" in v.search_query
+
+
+def test_elliptical_turn_query_uses_context():
+    feats = {"accepts_offer": 0.0, "content_words": 1.0, "offer_text": ""}
+    q = self_generated_query("that one", "Which order?", ["I want to return my blue jacket"], feats)
+    assert "return my blue jacket" in q
+
+
+# --- LLM policy -------------------------------------------------------------------------------------
+
+VALID = '{"action": "SEARCH", "search_query": "Potential Name of the workflow: Cancel order, ...", ' \
+        '"user_intention": "cancel the order"}'
+
+
+def test_parse_decision_finds_json_in_prose():
+    d = parse_decision('Sure! Here it is: {"action": "STAY", "search_query": "", "user_intention": "answer"} ok')
+    assert d.action == "STAY"
+    with pytest.raises(ValueError):
+        parse_decision('{"action": "MAYBE"}')
+
+
+def test_llm_retries_malformed_output_then_parses(setup):
+    model = FakeListChatModel(responses=["I think you should search.", VALID])
+    v = _decide(setup, [H("Where is my order?"), A("Order number?"), H("It is 12345")], "track_order",
+                mode="llm", model=model)
+    assert v.policy == "llm" and v.action == "SEARCH" and v.search_query.startswith("Potential Name")
+    assert v.features["llm_attempts"] == 2
+
+
+def test_llm_always_malformed_falls_back_to_offline(setup):
+    model = FakeListChatModel(responses=["nope", "{bad json", '{"action": "MAYBE"}', VALID])
+    v = _decide(setup, [H("Where is my order?"), A("Order number?"), H("It is 12345")], "track_order",
+                mode="llm", model=model)
+    assert v.policy == "offline-fallback" and v.action == "STAY"  # the offline verdict, not the 4th answer
+    assert v.features["llm_attempts"] == 3
+
+
+def test_cascade_calls_the_llm_only_when_unsure(setup):
+    confident = [H("Where is my order?"), A("What is your order number?"), H("12345")]
+    model = FakeListChatModel(responses=[VALID])
+    v = _decide(setup, confident, "track_order", mode="cascade", model=model)
+    assert v.policy == "cascade-offline" and v.action == "STAY"
+    lib, _, score = setup
+    off = offline_decide(confident, "track_order", lib.workflows["track_order"], score)
+    v = _decide(setup, confident, "track_order", mode="cascade", model=model,
+                cascade_threshold=off.confidence + 0.01)
+    assert v.policy == "cascade-llm" and v.action == "SEARCH"
+
+
+def test_llm_prompt_names_the_active_workflow(setup):
+    from nodes.detector import llm_prompt
+
+    lib, _, _ = setup
+    p = llm_prompt([H("Where is my order?"), A("Order number?"), H("12345")], lib.workflows["track_order"])
+    assert "track_order" in p and "New user turn: 12345" in p and "Agent: Order number?" in p
+
+
+# --- the node ---------------------------------------------------------------------------------------
+
+def test_node_writes_the_contract_fields(setup):
+    from types import SimpleNamespace
+
+    from nodes.detector import detector
+
+    _, ctx, _ = setup
+    state = {"messages": [H("I need to cancel my order")], "active_workflow": None, "turn": 2}
+    out = detector(state, SimpleNamespace(context=ctx))
+    assert out["decision"] == "SEARCH" and out["turn"] == 3 and out["attempts"] == 0 and out["violations"] == []
+    assert out["search_query"].startswith("Potential Name") and out["user_intention"]
+    assert out["trace"][0]["event"] == "user" and out["trace"][0]["text"] == "I need to cancel my order"
