@@ -140,10 +140,7 @@ def prepare(dialogues: list[Dialogue], library, retriever, kinds: set[str], dete
             t0 = time.perf_counter()
             v = decide(history, active, wf, score, None, detector_mode, model, params or DEFAULT_PARAMS)
             ms = (time.perf_counter() - t0) * 1000
-            n_user = sum(1 for m in history if m.type == "human")
-            # LastN with fewer than N user turns is the whole history.
-            queries = {k: build_query("Full" if k[:4] == "Last" and int(k[4:]) > n_user else k, history,
-                                      v.search_query or v.self_query or None) for k in kinds}
+            queries = {k: build_query(k, history, v.search_query or v.self_query or None) for k in kinds}
             out.append(PreparedTurn(dlg.id, i, turn.gold, turn.prev_gold, v, ms, queries))
         if progress:
             progress()

@@ -45,7 +45,7 @@ def build_query(kind: str, messages: Sequence[Any], self_gen: str | None = None)
     elif kind in ("Last1", "Last2", "Last3"):
         n = int(kind[-1])
         user_idx = [i for i, (r, _) in enumerate(lines) if r == "User"]
-        keep = lines[user_idx[-n]:] if user_idx else lines[-1:]
+        keep = lines[user_idx[-min(n, len(user_idx))]:] if user_idx else lines[-1:]  # fewer turns: all
     else:
         raise ValueError(f"query kind {kind!r} is not one of {', '.join(QUERY_KINDS)}")
     return "\n".join(f"{r}: {t}" for r, t in keep)

@@ -263,6 +263,7 @@ def test_query_builders():
     assert build_query("Last1", HISTORY) == "User: u3\nAgent: a3"
     assert build_query("Last2", HISTORY) == "User: u2\nAgent: a2\nAgent: a2b\nUser: u3\nAgent: a3"
     assert build_query("Last3", HISTORY) == build_query("Full", HISTORY)
+    assert build_query("Last3", HISTORY[:5]) == "User: u1\nAgent: a1\nUser: u2\nAgent: a2"  # fewer turns: all
     assert build_query("SelfGen", HISTORY, self_gen="Potential Name of the workflow: x") == (
         "Potential Name of the workflow: x")
     assert build_query("SelfGen", HISTORY) == build_query("Last1", HISTORY)
