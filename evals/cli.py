@@ -6,3 +6,10 @@ import typer
 
 app = typer.Typer(help="Run evaluations; each writes report.md, metrics.json and plots to --out.",
                   no_args_is_help=True)
+
+from .compliance import compliance_command  # noqa: E402
+app.command("compliance")(compliance_command)
+from .switch import switch_command  # noqa: E402
+app.command("switch")(switch_command)
+from .next_action import next_action_command  # noqa: E402
+app.command("next-action")(next_action_command)

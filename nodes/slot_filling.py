@@ -1,0 +1,327 @@
+"""Slot filling for the offline executor: values for a workflow's slots from one user message.
+
+Typed values (integers incl. number words, booleans, dates, times, datetimes), enums by fuzzy
+matching (difflib + token overlap, also on normalised times/numbers), entity patterns (order ids,
+emails, phone numbers), ordinal references to the last listed results ("the second one"), several
+slots in one message, and — for the slot the agent just asked for — a free string (the reply minus
+filler words).  A slot's kind comes from its type, refined by its name/description ("Date and
+time" on a string slot is a datetime).  ``fill_slots`` returns values with a confidence each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from workflows.pdl import Slot, Workflow
+
+NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+NUMBER_WORDS.update({"a couple": 2, "couple": 2, "single": 1, "thirty": 30, "forty": 40, "fifty": 50})
+ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4,
+            "fifth": 5, "5th": 5, "last": -1}
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december"]
+YES = {"yes", "yeah", "yep", "yup", "sure", "correct", "right", "ok", "okay", "please do", "absolutely",
+       "definitely", "of course", "affirmative", "that's right", "go ahead", "sounds good", "true"}
+NO = {"no", "nope", "nah", "not really", "negative", "don't", "do not", "false", "no thanks", "no thank you"}
+FILLER = re.compile(
+    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|my \w+ is|"
+    r"the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|i need|please|under|for|at|to|in|on)\s+)*",
+    re.I)
+QUESTION = re.compile(r"\?\s*$|^(?:what|how|why|when|where|who|which|can you|could you|do you|does|is there|are there"
+                      r"|will you|tell me)\b", re.I)
+
+
+@dataclass
+class Filled:
+    values: dict[str, Any] = field(default_factory=dict)
+    confidence: dict[str, float] = field(default_factory=dict)
+    yesno: bool | None = None  # the message read as a yes/no reply
+    is_question: bool = False  # the user asked something (maybe out of the workflow)
+
+    def set(self, slot: str, value: Any, conf: float) -> None:
+        if slot not in self.values or conf > self.confidence.get(slot, 0):
+            self.values[slot], self.confidence[slot] = value, conf
+
+
+def slot_kind(slot: Slot) -> str:
+    """The effective kind of a slot; string slots are refined by their name and description."""
+    if slot.enum:
+        return "enum"
+    if slot.type != "string":
+        return slot.type
+    text = f"{slot.name} {slot.description}".lower().replace("_", " ")
+    if re.search(r"\bemail\b", text):
+        return "email"
+    if re.search(r"\bphone\b|\bmobile\b", text):
+        return "phone"
+    if re.search(r"\b(?:id|number|code|reference)\b", text) and re.search(r"\b(?:order|booking|account|reference|id|"
+                                                                      r"confirmation|ticket)\b", text):
+        return "id"
+    has_date = re.search(r"\b(?:date|day)\b", text)
+    has_time = re.search(r"\btime\b|\bwhen\b", text)
+    if has_date and has_time:
+        return "datetime"
+    if has_date:
+        return "date"
+    if has_time:
+        return "time"
+    if re.search(r"\bname\b", text) and re.search(r"\b(?:customer|full|your|user|guest|client|person|caller|"
+                                                 r"passenger|renter|patient|first|last|my)\b", text):
+        return "person"
+    if re.search(r"\b(?:how many|number of|size|count|quantity|guests|people|party)\b", text):
+        return "integer"
+    return "string"
+
+
+# --- typed extractors: each returns (value, span) or None ---------------------------------------
+_TIME = re.compile(r"\b(?:(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s*(?P<ap>a\.?m\.?|p\.?m\.?)|(?P<h2>[01]?\d|2[0-3]):"
+                   r"(?P<m2>[0-5]\d)|(?:at|@)\s+(?P<h3>1[0-2]|[1-9])(?![:.]?\d|\s*(?:people|persons|guests|of|pm|am|p\.m|a\.m)))\b"
+                   r"|\b(?P<noon>noon|midday|midnight)\b", re.I)
+
+
+def find_time(text: str) -> tuple[str, tuple[int, int]] | None:
+    m = _TIME.search(text)
+    if not m:
+        return None
+    if m.group("noon"):
+        return ("00:00" if m.group("noon").lower() == "midnight" else "12:00"), m.span()
+    if m.group("h") is not None:
+        h, mi = int(m.group("h")), int(m.group("m") or 0)
+        pm = m.group("ap").lower().startswith("p")
+        h = (h % 12) + (12 if pm else 0)
+    elif m.group("h2") is not None:
+        h, mi = int(m.group("h2")), int(m.group("m2"))
+    else:  # "at 7": business hours — 1..7 are afternoon/evening
+        h, mi = int(m.group("h3")), 0
+        h = h + 12 if h <= 7 else h
+    return f"{h:02d}:{mi:02d}", m.span()
+
+
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_DAY = re.compile(r"\b(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b"
+                        r"|\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\b", re.I)
+_REL = re.compile(r"\b(today|tonight|tomorrow|day after tomorrow|" + "|".join(WEEKDAYS) + r")\b", re.I)
+
+
+def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, int]] | None:
+    today = today or dt.date.today()
+    if m := _ISO.search(text):
+        return m.group(0), m.span()
+    if m := _MONTH_DAY.search(text):
+        mon = m.group(1) or m.group(4)
+        day = int(m.group(2) or m.group(3))
+        month = [x[:3] for x in MONTHS].index(mon[:3].lower()) + 1
+        year = today.year + (1 if (month, day) < (today.month, today.day) else 0)
+        try:
+            return dt.date(year, month, day).isoformat(), m.span()
+        except ValueError:
+            return None
+    if m := _REL.search(text):
+        word = m.group(1).lower()
+        if word in ("today", "tonight"):
+            return today.isoformat(), m.span()
+        if word == "tomorrow":
+            return (today + dt.timedelta(days=1)).isoformat(), m.span()
+        if word == "day after tomorrow":
+            return (today + dt.timedelta(days=2)).isoformat(), m.span()
+        return word.capitalize(), m.span()  # a weekday stays a weekday: the tools resolve it
+    return None
+
+
+_INT = re.compile(r"\b(?:party of|table for|group of|for)?\s*(\d+|" + "|".join(
+    sorted((re.escape(w) for w in NUMBER_WORDS), key=len, reverse=True)) + r")\b(?:\s*(?:people|persons|guests|adults"
+    r"|tickets|rooms|nights|of us))?", re.I)
+
+
+def find_int(text: str) -> tuple[int, tuple[int, int]] | None:
+    best = None
+    for m in _INT.finditer(text):
+        tok = m.group(1).lower()
+        value = int(tok) if tok.isdigit() else NUMBER_WORDS[tok]
+        strong = bool(re.search(r"people|persons|guests|party|table|group|of us|adults", m.group(0), re.I))
+        if best is None or (strong and not best[2]):
+            best = (value, m.span(1), strong)
+    return (best[0], best[1]) if best else None
+
+
+PERSON = re.compile(r"\b(?:my name is|my name's|name is|i am|i'm|this is|call me|it's|under)\s+"
+                    r"((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+))?)", re.I)
+EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+PHONE = re.compile(r"(?<!\w)\+?\d[\d\s().-]{6,}\d\b")
+ORDER_ID = re.compile(r"\b(?=[A-Z0-9-]*\d)[A-Z]{1,4}-?\d{3,}\b|\b\d{5,}\b")
+
+
+def yes_no(text: str) -> bool | None:
+    t = re.sub(r"[^\w\s']", " ", text.lower()).strip()
+    first = " ".join(t.split()[:3])
+    for phrase in sorted(NO, key=len, reverse=True):
+        if re.match(rf"{re.escape(phrase)}\b", first):
+            return False
+    for phrase in sorted(YES, key=len, reverse=True):
+        if re.match(rf"{re.escape(phrase)}\b", first):
+            return True
+    return None
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def match_enum(text: str, options: list[str], *, whole: bool = False,
+               today: dt.date | None = None) -> tuple[str, float] | None:
+    """Best enum option mentioned in ``text``: exact phrase, normalised time/number, token overlap or difflib."""
+    low = " " + " ".join(_tokens(text)) + " "
+    best: tuple[str, float] | None = None
+    t_time = find_time(text)
+    # relative dates against weekday options ("tomorrow" -> "Sunday")
+    if {o.lower() for o in options} & set(WEEKDAYS) and not any(f" {w} " in low for w in WEEKDAYS):
+        d = find_date(text, today)
+        if d and re.fullmatch(r"\d{4}-\d{2}-\d{2}", d[0]):
+            day = WEEKDAYS[dt.date.fromisoformat(d[0]).weekday()]
+            hit = next((o for o in options if o.lower() == day), None)
+            if hit:
+                return hit, 0.9
+    for opt in options:
+        o = " ".join(_tokens(opt))
+        if not o:
+            continue
+        score = 0.0
+        if f" {o} " in low:
+            score = 1.0
+        else:
+            o_time = find_time(opt)
+            if t_time and o_time and t_time[0] == o_time[0]:
+                score = 0.95
+            else:
+                ot, tt = set(o.split()), set(low.split())
+                overlap = len(ot & tt) / len(ot)
+                ratio = max((difflib.SequenceMatcher(None, o, " ".join(low.split()[i:i + len(ot)])).ratio()
+                             for i in range(max(1, len(low.split()) - len(ot) + 1))), default=0)
+                score = max(overlap * 0.85 if overlap >= 0.5 else 0, ratio * 0.9 if ratio >= 0.8 else 0)
+                if whole:  # the reply is only the value: compare it whole
+                    score = max(score, difflib.SequenceMatcher(None, o, low.strip()).ratio() * 0.9)
+        if score > (best[1] if best else 0.5):
+            best = (opt, score)
+    return best
+
+
+def ordinal_pick(text: str, items: list[Any] | None) -> Any:
+    if not items:
+        return None
+    m = re.search(r"\b(?:the\s+)?(" + "|".join(ORDINALS) + r")\b(?:\s+(?:one|option|choice|item))?", text.lower())
+    if not m:
+        return None
+    k = ORDINALS[m.group(1)]
+    idx = len(items) - 1 if k == -1 else k - 1
+    return items[idx] if 0 <= idx < len(items) else None
+
+
+def _item_value(item: Any, slot: str) -> Any:
+    if isinstance(item, dict):
+        for key in (slot, "name", "Name", "id", "title"):
+            if key in item:
+                return item[key]
+        return next(iter(item.values()), None)
+    return item
+
+
+def clean_free_text(text: str) -> str:
+    t = text.strip().strip(".!")
+    t = FILLER.sub("", t).strip(" ,.!")
+    return t
+
+
+def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = None,
+               last_items: list[Any] | None = None, today: dt.date | None = None) -> Filled:
+    """Slot values found in ``message``; ``pending`` are the slots the agent just asked for."""
+    pending = [p for p in (pending or []) if workflow.slot(p)]
+    out = Filled(yesno=yes_no(message), is_question=bool(QUESTION.search(message.strip())))
+    text = message
+    # remove spans as they are used so "at 7" is not also a party size
+    used: list[tuple[int, int]] = []
+
+    def take(span: tuple[int, int]) -> None:
+        used.append(span)
+
+    def rest() -> str:
+        chars = list(text)
+        for a, b in used:
+            for i in range(a, b):
+                chars[i] = " "
+        return "".join(chars)
+
+    slots = sorted(workflow.slots, key=lambda s: s.name not in pending)  # the asked slots first
+    kinds = {s.name: slot_kind(s) for s in slots}
+    # ordinal reference to the last listed results
+    pick = ordinal_pick(text, last_items)
+    if pick is not None and pending:
+        out.set(pending[0], _item_value(pick, pending[0]), 0.85)
+    for kind in ("email", "phone", "id", "datetime", "time", "date", "enum", "person", "integer", "number",
+                 "boolean"):
+        for s in slots:
+            if kinds[s.name] != kind or s.name in out.values:
+                continue
+            is_pending = s.name in pending
+            src = rest()
+            if kind == "email" and (m := EMAIL.search(src)):
+                out.set(s.name, m.group(0), 0.95), take(m.span())
+            elif kind == "phone" and (m := PHONE.search(src)):
+                out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
+            elif kind == "id" and (m := ORDER_ID.search(src)):
+                out.set(s.name, m.group(0), 0.9), take(m.span())
+            elif kind == "datetime":
+                d, t = find_date(src, today), find_time(src)
+                if d or t:
+                    out.set(s.name, " ".join(x[0] for x in (d, t) if x), 0.9 if d and t else 0.7)
+                    for x in (d, t):
+                        if x:
+                            take(x[1])
+            elif kind == "time" and (t := find_time(src)):
+                out.set(s.name, t[0], 0.9), take(t[1])
+            elif kind == "date" and (d := find_date(src, today)):
+                out.set(s.name, d[0], 0.9), take(d[1])
+            elif kind == "enum":
+                hit = match_enum(src, s.enum or [], whole=is_pending, today=today)
+                if hit:
+                    out.set(s.name, hit[0], hit[1])
+                    pos = src.lower().find(hit[0].lower())
+                    if pos >= 0:
+                        take((pos, pos + len(hit[0])))
+            elif kind == "person" and (m := PERSON.search(src)):
+                out.set(s.name, m.group(1), 0.85), take(m.span(1))
+            elif kind in ("integer", "number") and (n := find_int(src)):
+                if is_pending or re.search(r"people|persons|guests|party|table|group|of us|adults", src, re.I) \
+                        or len(pending) == 0:
+                    out.set(s.name, n[0], 0.9 if is_pending else 0.7), take(n[1])
+            elif kind == "boolean" and is_pending and out.yesno is not None:
+                out.set(s.name, out.yesno, 0.9)
+    # a proper name for an unfilled name-like string slot ("at Luigi's")
+    for s in slots:
+        if kinds[s.name] != "string" or s.name in out.values:
+            continue
+        if not re.search(r"name|restaurant|hotel|place|city|destination|venue|company|shop|store",
+                         f"{s.name} {s.description}", re.I):
+            continue
+        m = re.search(r"\b(?:at|from|in|to|called|named)\s+((?:[A-Z][\w'&-]*)(?:\s+[A-Z][\w'&-]*)*)", rest())
+        if m and m.group(1).lower() not in WEEKDAYS + MONTHS:
+            out.set(s.name, m.group(1), 0.6)
+            take(m.span(1))
+            break
+    # the asked-for string slot takes the reply itself (minus filler) unless it is a question
+    open_slots = [n for n in pending if n not in out.values]
+    for name in open_slots[:1]:
+        s = workflow.slot(name)
+        # one question, nothing else understood: the reply itself is the answer
+        if len(open_slots) > 1 and out.values or kinds[name] not in ("string", "id", "person") or out.is_question:
+            continue
+        value = clean_free_text(message)
+        if value and out.yesno is None and len(value.split()) <= 40:
+            out.set(name, value, 0.6)
+    return out

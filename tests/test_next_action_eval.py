@@ -1,0 +1,47 @@
+"""Next-action evaluation: metrics on hand-made labels, and a smoke run on STAR (data-marked)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from evals.next_action import ZERO_SHOT_TASKS, _literal, prf, query_label
+
+DATA = Path(os.environ.get("FLOWDESK_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+
+
+def test_prf_matches_hand_computation():
+    m = prf(["a", "a", "b", "c"], ["a", "b", "b", "a"])
+    assert m["accuracy"] == 0.5
+    # a: P 1/2 R 1/2 F .5; b: P 1/2 R 1 F 2/3; c: 0
+    assert m["macro_f1"] == pytest.approx((0.5 + 2 / 3 + 0) / 3)
+    assert m["weighted_f1"] == pytest.approx((2 * 0.5 + 2 / 3) / 4)
+
+
+def test_query_labels_and_constraint_literals():
+    assert query_label({"RequestType": "Check"}) == "query_check"
+    assert query_label({"City": "Chicago"}) == "query"
+    assert _literal('"Legume"') == "Legume" and _literal("12") == 12
+    assert _literal('api.is_one_of(["Sunny", "Cloudy"])') == "Sunny"
+    assert len(ZERO_SHOT_TASKS) == 6
+
+
+@pytest.mark.data
+def test_smoke_run_on_star(tmp_path):
+    if not (DATA / "star" / "dialogues.jsonl.gz").exists():
+        pytest.skip(f"STAR data not found under {DATA} (set FLOWDESK_DATA)")
+    from typer.testing import CliRunner
+
+    from evals.cli import app
+
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["next-action", "--dataset", "star", "--data", str(DATA), "--split", "train",
+                                      "--limit", "12", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["turns"] > 20 and 0 <= metrics["overall"]["offline"]["accuracy"] <= 1
+    assert (out / "report.md").read_text().startswith("# Next-action prediction on STAR")
+    assert (out / "per_task_weighted_f1.png").exists()

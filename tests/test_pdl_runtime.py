@@ -1,0 +1,207 @@
+"""The offline procedure interpreter on a hand-written workflow (no dataset)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodes.pdl_runtime import UNKNOWN, cond_slot, invalidate, judge_condition, next_action
+from workflows.pdl import Workflow
+
+BOOK = Workflow.model_validate({
+    "name": "book_table", "description": "Reserve a table.", "domain": "dining", "role": "host",
+    "slots": [
+        {"name": "restaurant", "description": "Restaurant name"},
+        {"name": "party_size", "type": "integer", "description": "Number of guests"},
+        {"name": "time", "description": "Date and time"},
+        {"name": "guest_name", "description": "Name for the booking"},
+    ],
+    "apis": [
+        {"name": "check_availability", "returns": ["available", "alternatives"],
+         "parameters": {"type": "object", "required": ["restaurant", "party_size", "time"],
+                        "properties": {"restaurant": {"type": "string"}, "party_size": {"type": "integer"},
+                                       "time": {"type": "string"}}}},
+        {"name": "book", "returns": ["booking_id"], "precondition": ["check_availability"],
+         "parameters": {"type": "object", "required": ["restaurant", "party_size", "time", "guest_name"],
+                        "properties": {"restaurant": {}, "party_size": {}, "time": {}, "guest_name": {}}}},
+    ],
+    "answers": [
+        {"name": "ask_details", "template": "Which restaurant, for how many people, and when?"},
+        {"name": "offer_alternatives", "template": "Sorry, $time is taken. I can offer $alternatives."},
+        {"name": "confirm_booking", "template": "Booked! Your reference is $booking_id."},
+    ],
+    "procedure": (
+        "[restaurant, party_size, time] = ANSWER.ask_details()\n"
+        "[available, alternatives] = API.check_availability(restaurant, party_size, time)\n"
+        "if available:\n"
+        "    [guest_name] = ANSWER.request_information(\"guest_name\")\n"
+        "    [booking_id] = API.book(restaurant, party_size, time, guest_name)\n"
+        "    ANSWER.confirm_booking()\n"
+        "else:\n"
+        "    ANSWER.offer_alternatives()\n"),
+})
+FULL = {"restaurant": "Luigi's", "party_size": 4, "time": "Friday 19:00"}
+
+
+def test_asks_first_then_skips_given_slots():
+    act = next_action(BOOK, {})
+    assert (act.kind, act.name, act.slots) == ("answer", "ask_details", ["restaurant", "party_size", "time"])
+    # all given up front: the question is skipped and the API is next (procedure jumping)
+    act = next_action(BOOK, {"slots": dict(FULL)})
+    assert (act.kind, act.name, act.args) == ("api", "check_availability", FULL)
+
+
+def test_asked_but_partly_answered_asks_for_the_rest():
+    act = next_action(BOOK, {"executed": ["ask_details"], "slots": {"restaurant": "Luigi's"}})
+    assert (act.kind, act.name, act.slots) == ("ask", "request_information", ["party_size", "time"])
+
+
+def test_branches_both_ways():
+    base = {"executed": ["ask_details", "check_availability"], "slots": dict(FULL)}
+    yes = next_action(BOOK, {**base, "results": {"available": True, "alternatives": []}})
+    assert (yes.kind, yes.slots) == ("ask", ["guest_name"])
+    no = next_action(BOOK, {**base, "results": {"available": "false", "alternatives": ["20:00"]}})
+    assert (no.kind, no.name) == ("answer", "offer_alternatives")
+
+
+def test_api_when_ready_then_answer_then_done():
+    p = {"executed": ["ask_details", "check_availability"], "slots": {**FULL, "guest_name": "Mark"},
+         "results": {"available": True}}
+    act = next_action(BOOK, p)
+    assert (act.kind, act.name, act.args["guest_name"]) == ("api", "book", "Mark")
+    p["executed"] += ["book"]
+    p["results"]["booking_id"] = "B1"
+    assert next_action(BOOK, p).name == "confirm_booking"
+    p["executed"] += ["confirm_booking"]
+    assert next_action(BOOK, p).kind == "done"
+
+
+def test_going_back_reruns_the_api_that_used_the_old_value():
+    p = {"executed": ["ask_details", "check_availability", "request_information", "book", "confirm_booking"],
+         "slots": {**FULL, "guest_name": "Mark", "time": "Saturday 20:00"},
+         "results": {"available": True, "booking_id": "B1"},
+         "call_args": [{"api": "check_availability", "args": dict(FULL)},
+                       {"api": "book", "args": {**FULL, "guest_name": "Mark"}}]}
+    dropped = invalidate(BOOK, p, {"time": "Saturday 20:00"})
+    assert dropped == ["check_availability", "request_information", "book", "confirm_booking"]
+    act = next_action(BOOK, p)
+    assert (act.kind, act.name, act.args["time"]) == ("api", "check_availability", "Saturday 20:00")
+
+
+def test_unchanged_slot_drops_nothing():
+    p = {"executed": ["check_availability"], "call_args": [{"api": "check_availability", "args": dict(FULL)}]}
+    assert invalidate(BOOK, p, {"time": "Friday 19:00"}) == []
+    assert p["executed"] == ["check_availability"]
+
+
+LOOP = Workflow.model_validate({
+    "name": "retry_code", "description": "Verify a code with retries.", "domain": "d", "role": "r",
+    "slots": [{"name": "code", "description": "Access code"}],
+    "apis": [{"name": "verify", "returns": ["valid"],
+              "parameters": {"type": "object", "required": ["code"], "properties": {"code": {}}}}],
+    "answers": [{"name": "prompt_code", "template": "Your code?"}, {"name": "welcome", "template": "Welcome."},
+                {"name": "member_offer", "template": "Members get 10% off."}],
+    "procedure": ("[code] = ANSWER.prompt_code()\n[valid] = API.verify(code)\n"
+                  "while valid == False:\n    ANSWER.prompt_code()\n    [valid] = API.verify(code)\n"
+                  "if COND(\"the user is a member\"):\n    ANSWER.member_offer()\n"
+                  "ANSWER.welcome()\n"),
+})
+
+
+def test_while_loop_reruns_and_is_bounded():
+    p = {"executed": ["prompt_code", "verify"], "slots": {"code": "1"}, "results": {"valid": False}}
+    assert next_action(LOOP, p).name == "prompt_code"  # loop body runs again
+    p["executed"] += ["prompt_code", "verify"]
+    assert next_action(LOOP, p).name == "prompt_code"
+    p["executed"] += ["prompt_code", "verify"] * 5  # more than max_loops: continue after the loop
+    act = next_action(LOOP, p, max_loops=3)
+    assert act.kind == "ask_cond"
+
+
+def test_natural_language_condition_asked_once_then_recorded():
+    p = {"executed": ["prompt_code", "verify"], "slots": {"code": "1"}, "results": {"valid": True}}
+    act = next_action(LOOP, p)
+    assert act.kind == "ask_cond" and act.condition == "the user is a member"
+    p["slots"][act.cond_slot] = "yes"
+    assert next_action(LOOP, p).name == "member_offer"
+    p["slots"][act.cond_slot] = "no"
+    assert next_action(LOOP, p).name == "welcome"
+
+
+@pytest.mark.parametrize("text,results,expected", [
+    ("the restaurant is available", {"Message": "Available"}, True),
+    ("the restaurant is unavailable", {"Message": "Available"}, False),
+    ("the booking failed", {"status": "Reservation Confirmed"}, False),
+    ("the room is not available", {"Message": "Unavailable"}, True),
+    ("the user is a member", {"Message": "Available"}, UNKNOWN),
+])
+def test_cond_judged_from_results(text, results, expected):
+    assert judge_condition(text, {}, results) is expected
+
+
+def test_cond_slot_is_stable():
+    assert cond_slot("The user is a member") == cond_slot("the user is a member ")
+
+
+@pytest.mark.parametrize("label,values,results,expected", [
+    ("available", {}, {"Message": "The table is not available"}, False),
+    ("unavailable", {}, {"Message": "Unavailable"}, True),
+    ("query_success", {"__result_ok": True}, {"Status": "Reservation Confirmed"}, True),
+    ("query_failure", {"__result_ok": True}, {"Status": "Booking failed"}, True),
+    ("yes", {"__last_yesno": "no"}, {}, False),
+    ("info_missing", {"__info_missing": True}, {}, True),
+    ("correct", {"__last_message": "I think it is a snail"}, {"Answer": "snail"}, True),
+    ("incorrect", {"__last_message": "a turtle?"}, {"Answer": "snail"}, True),
+])
+def test_compiled_flowchart_outcomes(label, values, results, expected):
+    assert judge_condition(f"some question? -> {label}", values, results) is expected
+
+
+def test_loop_header_from_compiled_flowchart_is_entered():
+    assert judge_condition("What would you like? (first time, or again after: no)", {}, {}) is True
+
+
+REPEAT = Workflow.model_validate({
+    "name": "forecast", "description": "Weather.", "domain": "d", "role": "r",
+    "slots": [{"name": "city", "description": "City"}],
+    "apis": [{"name": "weather", "returns": ["forecast"],
+              "parameters": {"type": "object", "required": ["city"], "properties": {"city": {}}}}],
+    "answers": [{"name": "ask_city", "template": "Which city?"}, {"name": "inform", "template": "$forecast"},
+                {"name": "anything_else", "template": "Anything else?"}],
+    "procedure": "[city] = ANSWER.ask_city()\n[forecast] = API.weather(city)\nANSWER.inform()\nANSWER.anything_else()\n",
+})
+
+
+def test_repeated_request_starts_a_new_round_and_history_picks_the_branch():
+    p = {"executed": ["ask_city", "weather", "inform", "anything_else", "weather"], "slots": {"city": "Oslo"}}
+    assert next_action(REPEAT, p).name == "inform"  # the latest round: inform again after the new call
+    # a branch whose nodes already ran is the branch taken, whatever the (overwritten) results say now
+    base = {"executed": ["ask_details", "check_availability", "offer_alternatives"], "slots": dict(FULL),
+            "results": {"available": True}}
+    assert next_action(BOOK, base).kind == "done"
+
+
+def test_missing_parameter_is_asked_with_the_workflows_own_question_once():
+    wf = REPEAT.model_copy(update={"answers": REPEAT.answers + [
+        REPEAT.answers[0].model_copy(update={"name": "weather_ask_city", "template": "What city, please?"})],
+        "procedure": "[forecast] = API.weather(city)\nANSWER.inform()\n"})
+    act = next_action(wf, {})
+    assert (act.kind, act.name, act.slots) == ("answer", "ask_city", ["city"])
+    act = next_action(wf, {"executed": [act.name]})  # asked, not understood: try the call with what we have
+    assert act.kind == "api" and act.name == "weather"
+
+
+SEARCH = Workflow.model_validate({
+    "name": "find_hotel", "description": "Search hotels.", "domain": "d", "role": "r",
+    "slots": [{"name": "city", "description": "City"}, {"name": "price", "description": "Price range"}],
+    "apis": [{"name": "search", "returns": ["hotels"],
+              "parameters": {"type": "object", "properties": {"city": {}, "price": {}}}}],
+    "answers": [{"name": "inform_criteria", "template": "I can search by city or price."},
+                {"name": "show_results", "template": "$hotels"}],
+    "procedure": "ANSWER.inform_criteria()\n[hotels] = API.search(city, price)\nANSWER.show_results()\n",
+})
+
+
+def test_briefing_before_a_call_is_skipped_when_the_user_already_gave_criteria():
+    assert next_action(SEARCH, {}).name == "inform_criteria"
+    act = next_action(SEARCH, {"slots": {"city": "Oslo"}})
+    assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
