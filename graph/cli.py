@@ -21,5 +21,28 @@ app.add_typer(import_app, name="import")
 app.add_typer(eval_app, name="eval")
 app.command("index")(index_command)
 
+
+@app.command("chat")
+def chat_command(thread: str = typer.Option(None, "--thread", help="Conversation id; reuse it to resume."),
+                 library: str = typer.Option(None, "--library", help="Workflow library directory (default: bundled)."),
+                 trace: bool = typer.Option(False, "--trace", help="Show each turn's decision, candidates, verdicts, tools."),
+                 checkpoint: str = typer.Option(None, "--checkpoint",
+                                                help="SQLite file or postgres:// URL (default .flowdesk/checkpoints.sqlite).")) -> None:
+    """Chat with the agent in the terminal; conversations persist per thread."""
+    from graph.chat import chat
+
+    chat(thread=thread, library=library, trace=trace, checkpoint=checkpoint)
+
+
+@app.command("demo")
+def demo_command(workdir: str = typer.Option(None, "--workdir", help="Where the demo keeps its stores (default .flowdesk/demo; 'tmp' for a temp dir)."),
+                 stats: bool = typer.Option(False, "--stats", help="Print per-turn latency (p50/p95) and peak RSS."),
+                 trace: bool = typer.Option(False, "--trace", help="Show each turn's decision, candidates, verdicts, tools.")) -> None:
+    """Scripted offline conversation on the bundled library; exits non-zero if an expectation fails."""
+    from graph.demo import run_demo
+
+    raise typer.Exit(code=run_demo(workdir=workdir, stats=stats, trace=trace))
+
+
 if __name__ == "__main__":
     app()

@@ -38,6 +38,15 @@ class Resources:
 
         return ToolRunner(self.context)
 
+    @cached_property
+    def experience(self):
+        """WISE-Flow experience store (``search(query, k) -> list[str]``) or None until one is induced."""
+        try:
+            from memory.experience import open_experience_store
+        except ImportError:
+            return None
+        return open_experience_store(self.context)
+
     def model(self, role: str) -> Any | None:
         """Chat model for a role (detector, router, executor, ...) or None for the offline policy."""
         return chat_model(getattr(self.context, f"{role}_model", "offline"), self.context.base_url,

@@ -75,6 +75,7 @@ class State(InputState, total=False):
     attempts: int  # rejected proposals in this turn
     turn: int  # user turns so far
     trace: Annotated[list[dict[str, Any]], operator.add]  # event stream (user/assistant/environment)
+    resumed: str | None  # workflow taken back from workflow_stack this turn (set by the resume node)
 
 
 class OutputState(TypedDict, total=False):
