@@ -35,8 +35,18 @@ test-fast: $(STAMP)
 index: $(STAMP)
 	$(BIN)/flowdesk index workflows/library
 
+# Every evaluation in reports/ (about 30 minutes on 2 cores).
 evals: $(STAMP)
-	$(BIN)/flowdesk eval all --data $(DATA) --out reports
+	$(BIN)/flowdesk eval switch --dataset sgd --split dev --data $(DATA) --out reports/switch-sgd
+	$(BIN)/flowdesk eval switch --dataset sgd --split dev --every 20 --configs dense --data $(DATA) --out reports/switch-sgd-dense-sample
+	$(BIN)/flowdesk eval switch --dataset star --split dev --data $(DATA) --out reports/switch-star
+	$(BIN)/flowdesk eval switch --dataset flowbench-samples --configs all --data $(DATA) --out reports/switch-flowbench-samples
+	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --out reports/next-action-star
+	$(BIN)/flowdesk eval compliance --out reports/compliance
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/retrieval_scale.py --sizes 50,500,5000,50000 --queries 40 --out reports/bench-retrieval
+	$(BIN)/python benchmarks/agent_latency.py --repeat 3 --sgd 200 --data $(DATA)
 
 clean:
 	rm -rf $(VENV) .flowdesk .pytest_cache
