@@ -2,9 +2,9 @@
 
 ``open_checkpointer()`` opens a SQLite checkpointer at ``.flowdesk/checkpoints.sqlite`` (the CLI
 and Python default).  A ``postgres://`` / ``postgresql://`` URL — argument or env
-``FLOWDESK_CHECKPOINT_URL`` — opens a Postgres checkpointer instead (optional extra
-``flowdesk[postgres]``).  ``langgraph dev`` brings its own persistence, so the graph exported in
-``langgraph.json`` is compiled without one.
+``FLOWDESK_CHECKPOINT_URL`` — opens a Postgres checkpointer instead (langgraph-checkpoint-postgres,
+a main dependency; tests/test_scaleout.py runs it against a real server).  ``langgraph dev`` brings
+its own persistence, so the graph exported in ``langgraph.json`` is compiled without one.
 
 LangGraph writes a checkpoint after every super-step, each in its own SQLite transaction; the CLI
 and the demo run turns with ``durability="sync"`` (``graph.chat.run_turn``), so a process killed in
@@ -42,7 +42,7 @@ def open_checkpointer(path_or_url: str | os.PathLike | None = None) -> Iterator[
     if _is_postgres(target):
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
-        except ImportError as exc:  # optional extra
+        except ImportError as exc:  # a trimmed install
             raise CheckpointConfigError(
                 f"{ENV_URL}={target.split('@')[-1]!r} needs the postgres extra: pip install 'flowdesk[postgres]'"
             ) from exc

@@ -35,6 +35,8 @@ class Context:
                          metadata={"description": "Workflow library directory (domain/role/workflow.yaml)."})
     store_dir: str = field(default=".flowdesk/store",
                            metadata={"description": "Chroma persist directory and embedding cache."})
+    chroma_url: str = field(default="", metadata={
+        "description": "Chroma server (`chroma run`), e.g. http://127.0.0.1:8000; empty = embedded store in store_dir."})
     db_path: str = field(default=".flowdesk/demo.sqlite",
                          metadata={"description": "SQLite database behind the demo library's tools."})
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})

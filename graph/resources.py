@@ -54,8 +54,8 @@ class Resources:
 
 
 def _key(context: Context) -> tuple:
-    return (context.library, context.store_dir, context.db_path, context.embedding, context.retriever,
-            context.fusion, context.strategy, context.representation, context.top_k_upper, context.top_k)
+    return (context.library, context.store_dir, context.chroma_url, context.db_path, context.embedding,
+            context.retriever, context.fusion, context.strategy, context.representation, context.top_k_upper, context.top_k)
 
 
 def get_resources(context: Context | None) -> Resources:

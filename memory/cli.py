@@ -35,7 +35,7 @@ def index_command(
                   **({"embedding": embedding} if embedding else {}))
     try:
         st = WorkflowStore(ctx.store_dir, ctx.embedding, base_url=ctx.base_url,
-                           namespace=library_namespace(lib), lock_timeout=wait)
+                           namespace=library_namespace(lib), lock_timeout=wait, chroma_url=ctx.chroma_url)
     except StoreLockedError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(code=3)

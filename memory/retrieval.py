@@ -331,7 +331,9 @@ _CACHE_LOCK = threading.Lock()
 def build_retriever(library, context, *, formats=FORMATS, progress=None) -> WorkflowRetriever:
     """Open the store at ``context.store_dir``, bring it up to date with the library, and cache the
     retriever per (library object, store, embedding)."""
-    key = (id(library), str(Path(context.store_dir).resolve()), context.embedding, getattr(context, "base_url", ""))
+    chroma_url = getattr(context, "chroma_url", "")
+    key = (id(library), str(Path(context.store_dir).resolve()), context.embedding, getattr(context, "base_url", ""),
+           chroma_url)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None and hit[0] is library:
@@ -340,7 +342,7 @@ def build_retriever(library, context, *, formats=FORMATS, progress=None) -> Work
         ns = library_namespace(library)
         # A short wait covers a `flowdesk index` finishing; a long-running holder gets StoreLockedError.
         store = WorkflowStore(context.store_dir, context.embedding, base_url=getattr(context, "base_url", ""),
-                              namespace=ns, lock_timeout=5.0)
+                              namespace=ns, lock_timeout=5.0, chroma_url=chroma_url)
         store.sync(library, formats=formats, progress=progress)
         retr = WorkflowRetriever(library, store, context, namespace=ns)
         _CACHE[key] = (library, retr)  # holding the library keeps id(library) from being reused

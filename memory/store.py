@@ -5,6 +5,9 @@ role; metadata ``{workflow, domain, role, format, hash}``.  Embeddings come from
 (never Chroma's default embedding function, which downloads a model).  ``sync(library)`` is
 incremental: a document is re-embedded only when its text hash changed; removed ones are deleted.
 A persist directory belongs to one process at a time (``fcntl`` lock on ``<store>/.lock``).
+With ``chroma_url`` (a ``chroma run`` server) the collections live in the server, which owns its
+own directory, so no lock is taken and many processes may share it; the embedding cache stays in
+the local store directory.
 Chroma is the persistent copy; ``matrix(collection, format)`` gives the in-memory numpy hot path.
 """
 
@@ -17,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -28,6 +32,19 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 COLLECTIONS = ("domains", "roles", "workflows")
+
+
+def chroma_http_client(url: str):
+    """A ``chromadb.HttpClient`` for ``http(s)://host[:port]`` (telemetry off)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    u = urlsplit(url if "://" in url else f"http://{url}")
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError(f"chroma_url {url!r}: expected http://host:port")
+    ssl = u.scheme == "https"
+    return chromadb.HttpClient(host=u.hostname, port=u.port or (443 if ssl else 8000), ssl=ssl,
+                               settings=Settings(anonymized_telemetry=False))
 
 
 class StoreLockedError(RuntimeError):
@@ -163,26 +180,33 @@ class Matrix:
 
 
 class WorkflowStore:
-    """Chroma persist directory + embedding cache, owned by this process while open."""
+    """Chroma persist directory (or server) + embedding cache, owned by this process while open."""
 
     def __init__(self, path: str | Path, embedder: Embedder | str = "minilm", *, base_url: str = "",
-                 namespace: str = "", lock_timeout: float = 0.0):
+                 namespace: str = "", lock_timeout: float = 0.0, chroma_url: str = ""):
         import chromadb
         from chromadb.config import Settings
 
         self.path = Path(path)
-        acquire_lock(self.path, lock_timeout)
+        self.chroma_url = chroma_url
+        self._locked = not chroma_url  # the server owns its directory; the lock guards ours only
+        if self._locked:
+            acquire_lock(self.path, lock_timeout)
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)  # embedding cache
         try:
             self.embedder = (get_embedder(embedder, base_url=base_url, cache_dir=self.path)
                              if isinstance(embedder, str) else embedder)
-            self.client = chromadb.PersistentClient(path=str(self.path / "chroma"),
-                                                    settings=Settings(anonymized_telemetry=False))
+            self.client = (chroma_http_client(chroma_url) if chroma_url else
+                           chromadb.PersistentClient(path=str(self.path / "chroma"),
+                                                     settings=Settings(anonymized_telemetry=False)))
             # A namespace (one per library) lets one store directory hold several libraries.
             self.cols = {c: self.client.get_or_create_collection(
                 f"{namespace}-{c}" if namespace else c, embedding_function=None, configuration={"hnsw": {"space": "cosine"}},
                 metadata={"embedder": self.embedder.name}) for c in COLLECTIONS}
         except BaseException:
-            release_lock(self.path)
+            if self._locked:
+                release_lock(self.path)
             raise
         self._matrices: dict[tuple[str, str], Matrix] = {}
         self._closed = False
@@ -266,7 +290,8 @@ class WorkflowStore:
             close = getattr(self.embedder, "close", None)
             if close:
                 close()
-            release_lock(self.path)
+            if self._locked:
+                release_lock(self.path)
 
     def __enter__(self) -> "WorkflowStore":
         return self

@@ -1,0 +1,211 @@
+"""The scale-out path against real servers started here: Chroma in client/server mode (``chroma run``
+on 127.0.0.1) for the retrieval store, and a PostgreSQL server (Debian's binaries, ``initdb`` +
+``pg_ctl``) for the checkpointer.  Each server gets a free port and a temp directory and is
+stopped by its PID; the tests skip with a clear message when a binary is missing."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from graph.context import Context
+from memory.retrieval import build_retriever, library_namespace
+from memory.store import WorkflowStore, chroma_http_client
+from workflows.library import load_library
+
+LIB = Path(__file__).parent / "fixtures" / "retrieval_library"
+
+pytestmark = pytest.mark.server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --- Chroma server -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    exe = Path(sys.executable).with_name("chroma")
+    if not exe.exists():
+        pytest.skip(f"no `chroma` executable next to {sys.executable}")
+    data = tmp_path_factory.mktemp("chroma-server")
+    port = _free_port()
+    log = open(data.parent / "chroma-server.log", "w+")
+    env = dict(os.environ, ANONYMIZED_TELEMETRY="False")
+    proc = subprocess.Popen([str(exe), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"chroma run exited with {proc.returncode}:\n{log.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"chroma run on {url} did not answer its heartbeat within 60 s")
+            time.sleep(0.2)
+        yield {"url": url, "data": data}
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def test_context_reads_chroma_url_from_env(monkeypatch):
+    monkeypatch.setenv("FLOWDESK_CHROMA_URL", "http://127.0.0.1:9")
+    assert Context().chroma_url == "http://127.0.0.1:9"
+    with pytest.raises(ValueError, match="expected http://host:port"):
+        chroma_http_client("ftp://x")
+
+
+def test_store_indexes_and_searches_through_a_chroma_server(chroma_server, tmp_path):
+    url = chroma_server["url"]
+    library = load_library(LIB)
+    ctx = Context(library=str(LIB), store_dir=str(tmp_path / "local"), chroma_url=url, top_k_upper=1)
+    retr = build_retriever(library, ctx)
+    assert type(retr.store.client).__name__ != "PersistentClient"
+    # The collections live in the server's directory; locally only the embedding cache, no lock.
+    assert not (tmp_path / "local" / "chroma").exists() and not (tmp_path / "local" / ".lock").exists()
+    assert (tmp_path / "local" / "embeddings.sqlite").exists()
+    assert any(chroma_server["data"].iterdir())
+    assert retr.store.count("workflows") == 40  # 10 workflows x 4 representations
+
+    for query, gold in {"my card got stolen yesterday": "block_card",
+                        "I need a plane ticket to Berlin next Friday": "book_flight",
+                        "I forgot my password and can't log in": "reset_password"}.items():
+        for retriever in ("dense", "hybrid"):
+            got = retr.search(query, retriever=retriever, strategy="D>R>W")
+            assert got[0]["workflow"] == gold, (query, retriever, [c["workflow"] for c in got])
+    vec = retr.store.embedder.embed(["cancel my hotel room booking"])[0]
+    hits = retr.store.chroma_query("workflows", vec, 3, where={"format": "text"})  # the server's HNSW index
+    assert hits[0][0]["workflow"] == "cancel_hotel_reservation"
+
+    # Scale-out: a second client (another worker, another store_dir) shares the same index while
+    # the first is still open — no lock, and nothing is re-embedded into the server.
+    with WorkflowStore(tmp_path / "other", namespace=library_namespace(library), chroma_url=url) as second:
+        rep = second.sync(library)
+        assert (rep.added, rep.updated, rep.removed, rep.unchanged) == (0, 0, 0, 47)
+        assert second.matrix("workflows", "text").vectors.shape == (10, second.embedder.dim)
+
+
+# --- PostgreSQL server ---------------------------------------------------------------------------
+
+def _pg_bin() -> Path | None:
+    for cand in [os.path.dirname(os.path.realpath(shutil.which("initdb") or "")) or None,
+                 *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]:
+        if cand and all((Path(cand) / b).exists() for b in ("initdb", "pg_ctl", "postgres")):
+            return Path(cand)
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    try:
+        import langgraph.checkpoint.postgres  # noqa: F401
+    except ImportError:
+        pytest.skip("langgraph-checkpoint-postgres is not installed (pip install -e .)")
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; apt-get install postgresql")
+    as_user: list[str] = []
+    # PostgreSQL refuses to run as root: run it as the `postgres` user in a directory it owns.
+    root = tempfile.mkdtemp(prefix="flowdesk-pg-")  # not under pytest's 0700 root-owned tmp dir
+    if os.geteuid() == 0:
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(root)
+            pytest.skip("running as root and there is no `postgres` user to run the server as")
+        if not shutil.which("runuser"):
+            shutil.rmtree(root)
+            pytest.skip("running as root and `runuser` is missing")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    os.chmod(root, 0o700)
+    data, sock, log = f"{root}/data", f"{root}", f"{root}/postgres.log"
+    port = _free_port()
+    pg_ctl = [*as_user, str(bindir / "pg_ctl"), "-D", data]
+    try:
+        subprocess.run([*as_user, str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
+                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True, text=True, timeout=60)
+        # fsync off: a throw-away cluster; the test checks reopening, not crash safety of Postgres.
+        opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off"
+        started = subprocess.run([*pg_ctl, "-l", log, "-w", "-t", "30", "-o", opts, "start"],
+                                 capture_output=True, text=True, timeout=60)
+        if started.returncode != 0:
+            tail = Path(log).read_text()[-2000:] if Path(log).exists() else ""
+            pytest.fail(f"pg_ctl start failed: {started.stdout}{started.stderr}\n{tail}")
+        pid = int(Path(data, "postmaster.pid").read_text().split()[0])
+    except subprocess.CalledProcessError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(f"initdb failed: {exc.stdout}{exc.stderr}")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*pg_ctl, "-m", "fast", "-w", "-t", "20", "stop"], capture_output=True, timeout=60)
+        try:  # fallback: the postmaster by its PID
+            os.kill(pid, 0)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_postgres_checkpointer_resumes_the_conversation(agent_context, postgres_url):
+    """Two turns through a Postgres checkpointer, close, reopen with a new one: the same thread goes
+    on with its active workflow, stack and slots intact."""
+    from graph.agent import build_agent
+    from graph.chat import run_turn
+    from graph.checkpoint import open_checkpointer
+    from test_persistence import booking
+
+    cfg = {"configurable": {"thread_id": "pg-resume"}}
+    with open_checkpointer(postgres_url) as saver:
+        assert type(saver).__name__ == "PostgresSaver"
+        graph = build_agent(agent_context, checkpointer=saver)
+        for text in booking("2026-12-23"):
+            run_turn(graph, "pg-resume", text, context=agent_context)
+        before = graph.get_state(cfg).values
+    assert before.get("active_workflow") == "book_table"
+    assert before["progress"]["book_table"]["slots"]["restaurant"] == "Casa Fiorella"
+    with open_checkpointer(postgres_url) as saver:
+        graph = build_agent(agent_context, checkpointer=saver)
+        after = graph.get_state(cfg).values
+        for key in ("active_workflow", "workflow_stack", "progress", "turn"):
+            assert after.get(key) == before.get(key), key
+        assert len(after["messages"]) == len(before["messages"])
+        assert graph.get_state({"configurable": {"thread_id": "never-used"}}).values == {}
+        r = run_turn(graph, "pg-resume", "Anna Smith", context=agent_context, on_interrupt=lambda p: "yes")
+        assert [c["name"] for c in r.tool_calls] == ["book"]
+        assert "Anna Smith" in r.reply
+        assert graph.get_state(cfg).values["turn"] == before["turn"] + 1
