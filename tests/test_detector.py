@@ -184,3 +184,105 @@ def test_node_writes_the_contract_fields(setup):
     assert out["decision"] == "SEARCH" and out["turn"] == 3 and out["attempts"] == 0 and out["violations"] == []
     assert out["search_query"].startswith("Potential Name") and out["user_intention"]
     assert out["trace"][0]["event"] == "user" and out["trace"][0]["text"] == "I need to cancel my order"
+
+
+# --- the bundled library: new slot values stay, other tasks search ---------------------------------
+
+BUNDLED = Path(__file__).resolve().parents[1] / "workflows" / "library"
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    from graph.context import Context
+    from memory.retrieval import build_retriever
+    from workflows.library import load_library
+
+    root = tmp_path_factory.mktemp("bundled")
+    lib = load_library(BUNDLED)
+    ctx = Context(library=str(BUNDLED), store_dir=str(root / "store"), db_path=str(root / "db.sqlite"))
+    return lib, retriever_scorer(build_retriever(lib, ctx))
+
+
+BOOKING = [H("I'd like to book a table at Trattoria Lumi"),
+           A("For how many people, and on which date and time?"), H("4 people tomorrow at 19:30"),
+           A("Shall I book Trattoria Lumi for 4 tomorrow at 19:30?")]
+
+
+def _bundled(bundled, messages, active):
+    lib, score = bundled
+    return offline_decide(messages, active, lib.workflows[active], score)
+
+
+@pytest.mark.parametrize("turn", ["make it 20:30", "then let's do Dec 6 instead", "change the party size to 6",
+                                  "actually, 6 people rather than 4"])
+def test_new_value_for_an_active_slot_stays(bundled, turn):
+    v = _bundled(bundled, BOOKING + [H(turn)], "book_table")
+    assert v.action == "STAY" and not v.out_of_scope, v.features
+
+
+def test_new_date_while_changing_a_booking_stays(bundled):
+    msgs = [H("I need to move my booking B-1001"), A("To which day and time?"), H("Friday at 19:00"),
+            A("Moving B-1001 to Friday at 19:00, shall I go ahead?"), H("hmm, then let's do Dec 6 instead")]
+    assert _bundled(bundled, msgs, "change_booking").action == "STAY"
+
+
+@pytest.mark.parametrize("turn", ["can you also track my order?", "Where is my parcel? Please track order ORD-7001"])
+def test_naming_another_workflows_task_searches(bundled, turn):
+    v = _bundled(bundled, BOOKING + [H(turn)], "book_table")
+    assert v.action == "SEARCH"
+    lib, score = bundled
+    assert score(v.search_query)[0][0] == "track_order"
+
+
+def test_moving_an_existing_booking_searches_from_a_new_booking(bundled):
+    msgs = [H("Please book a table at Sakura Lane"), A("You're booked. Your reference is B-1002. Anything else?"),
+            H("Yes, I also need to change my other booking B-1001 to next week")]
+    assert _bundled(bundled, msgs, "book_table").action == "SEARCH"
+
+
+def test_thanks_mid_task_wraps_up_inside_the_workflow(bundled):
+    v = _bundled(bundled, BOOKING + [H("Yes please."), A("Booked, reference B-1003."),
+                                     H("Thanks, that's all I needed.")], "book_table")
+    assert v.action == "STAY" and not v.out_of_scope
+    v = _bundled(bundled, BOOKING + [H("Yes please."), A("Booked. Anything else?"), H("No thanks, bye")],
+                 "book_table")
+    assert v.action == "STAY" and v.out_of_scope
+
+
+def test_a_slot_question_is_not_an_offer():
+    from nodes.detector import lexical_features
+
+    assert not lexical_features("19:30", "Great. Also, what time would you like?")["accepts_offer"]
+    assert lexical_features("yes", "Found it. Would you like to reserve a table?")["accepts_offer"]
+
+
+def test_accepting_a_booking_offer_while_searching_shifts_the_intent_verb(bundled):
+    lib, _ = bundled
+    from nodes.detector import lexical_features
+
+    f = lexical_features("Yes please", "Saffron Court is Indian. Would you like me to book a table there?",
+                         lib.workflows["search_restaurants"])
+    assert f["accepts_offer"] and f["verb_shift"] == 1.0
+    f = lexical_features("Yes please", "Would you like me to search again?", lib.workflows["search_restaurants"])
+    assert f["verb_shift"] == 0.0
+
+
+def test_context_rerank_prefers_the_conversations_roles_and_verbs(bundled):
+    from nodes.detector import Prior, context_rerank
+
+    lib, _ = bundled
+    # refund_order (returns_desk) narrowly beats cancel_order, but the user is in order_support.
+    ranking = [("refund_order", 1.0), ("cancel_order", 0.95), ("book_table", 0.5)]
+    out = context_rerank(ranking, lib, "track_order", [], "stop it please")
+    assert [n for n, _ in out][:2] == ["cancel_order", "refund_order"]
+    # A role used earlier in the conversation beats an unused role of the same domain.
+    out = context_rerank(ranking, lib, "book_table", ["track_order"], "stop it please")
+    assert out[0][0] == "cancel_order"
+    # Nothing known about the conversation: the ranking is kept.
+    assert [n for n, _ in context_rerank(ranking, lib, None, [], "x")] == [n for n, _ in ranking]
+    # The intent verb splits two workflows of the active role.
+    ranking = [("search_restaurants", 1.0), ("book_table", 0.9)]
+    out = context_rerank(ranking, lib, "search_restaurants", [], "reserve it", Prior(verb=0.2))
+    assert out[0][0] == "book_table"
+    assert context_rerank(ranking, lib, "search_restaurants", [], "reserve it", Prior(verb=0.0))[0][0] == \
+        "search_restaurants"

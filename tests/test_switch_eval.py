@@ -58,9 +58,57 @@ def test_parse_configs_expands_wildcards():
 
     cfgs = parse_configs("bm25/flat/text/*/on,hybrid/R>W/summary/SelfGen/off")
     assert [c.name for c in cfgs][:2] == ["bm25/flat/text/Full/on", "bm25/flat/text/Last3/on"]
-    assert len(cfgs) == 6 and cfgs[-1].name == "hybrid/R>W/summary/SelfGen/off"
+    assert len(cfgs) == 9 and cfgs[-1].name == "hybrid/R>W/summary/SelfGen/off"
+    assert "bm25/flat/text/Last1+ctx/on" in [c.name for c in cfgs]
     with pytest.raises(typer.BadParameter):
         parse_configs("bm25/flat/text/Last9/on")
+
+
+TWIN_LIB = {
+    "dining/_domain.yaml": "name: dining\ndescription: Restaurants.\n",
+    "dining/host_a/_role.yaml": "name: host_a\ndomain: dining\ndescription: Restaurant service A.\n",
+    "dining/host_b/_role.yaml": "name: host_b\ndomain: dining\ndescription: Restaurant service B.\n",
+    "dining/host_a/find_a.yaml": "name: find_a\ndescription: Find a restaurant by city and cuisine.\n"
+                                 "domain: dining\nrole: host_a\n",
+    "dining/host_a/book_a.yaml": "name: book_a\ndescription: Reserve a table at a restaurant.\n"
+                                 "domain: dining\nrole: host_a\n",
+    "dining/host_b/book_b.yaml": "name: book_b\ndescription: Reserve a table at a restaurant.\n"
+                                 "domain: dining\nrole: host_b\n",
+    # Unrelated workflows so that BM25's IDF is meaningful on a tiny library.
+    **{f"travel/desk/{n}.yaml": f"name: {n}\ndescription: {d}\ndomain: travel\nrole: desk\n" for n, d in [
+        ("weather", "Tell the weather forecast for a city."), ("bus", "Find a bus between two cities."),
+        ("ride", "Get a taxi ride to an address."), ("flight", "Search one-way flights.")]},
+    "travel/_domain.yaml": "name: travel\ndescription: Travel.\n",
+    "travel/desk/_role.yaml": "name: desk\ndomain: travel\ndescription: Travel desk.\n",
+}
+
+
+def test_context_reranked_queries_keep_the_service_in_use(tmp_path):
+    """Two near-duplicate services: after finding with service A, "reserve a table" means A's booking."""
+    from evals.datasets import Dialogue, Turn, finish_labels
+    from evals.switch import parse_configs, prepare, run_config
+    from evals.switch_metrics import compute
+    from graph.context import Context
+    from memory.retrieval import build_retriever
+    from workflows.library import load_library
+
+    for rel, text in TWIN_LIB.items():
+        (tmp_path / "lib" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "lib" / rel).write_text(text)
+    lib = load_library(tmp_path / "lib")
+    ctx = Context(library=str(tmp_path / "lib"), store_dir=str(tmp_path / "store"), db_path=str(tmp_path / "db"))
+    retriever = build_retriever(lib, ctx, formats=["text"])
+    dlg = finish_labels(Dialogue("d", [
+        Turn("user", "Can you find me an Italian restaurant in Rome?", "find_a"),
+        Turn("agent", "Trattoria Lumi is a nice place in Rome. Would you like to reserve a table?"),
+        Turn("user", "Yes, please reserve a table there.", "book_a")]))
+    cfgs = parse_configs("bm25/flat/text/Last1/on,bm25/flat/text/Last1+ctx/on")
+    turns = prepare([dlg], lib, retriever, {c.query for c in cfgs})
+    assert turns[1].seen == ("find_a",) and "reserve a table" in turns[1].ctx_text
+    assert turns[1].verdict.action == "SEARCH", str(turns[1].verdict.features)
+    plain, with_ctx = (run_config(c, turns, retriever, {}) for c in cfgs)
+    assert set(plain[1].predicted[:2]) == {"book_a", "book_b"}  # a tie on the text alone
+    assert with_ctx[1].predicted[0] == "book_a" and compute(with_ctx)["top1"] == 1.0
 
 
 def test_sgd_focus_frame_and_labels():
