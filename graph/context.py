@@ -53,6 +53,9 @@ class Context:
         default="text", metadata={"description": "Workflow representation that is indexed and searched."})
     top_k_upper: int = field(default=3, metadata={"description": "Domains/roles kept at the upper levels."})
     top_k: int = field(default=5, metadata={"description": "Workflows returned by the retriever."})
+    context_prior: bool = field(default=False, metadata={
+        "description": "Re-rank search results with the conversation's context (active role, roles used before); "
+                       "tuned on BM25/dense scores (SGD/STAR train) — RRF's compressed scores let the prior dominate."})
     clarify_margin: float = field(default=0.0, metadata={
         "description": "Ask a clarifying question when the top-2 fused scores differ by less than this (0 = never)."})
     max_attempts: int = field(default=3, metadata={"description": "Rejected proposals per turn before a safe reply."})

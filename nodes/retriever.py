@@ -4,7 +4,11 @@ Writes ``candidates`` (ranked, with scores, retriever and level); ``clarify`` (t
 whose score is within ``context.clarify_margin`` of the best, when at least two are) — then the
 active workflow is left for the ``clarify`` node to set; otherwise ``active_workflow`` = the top
 candidate, pushing an unfinished previous workflow on ``workflow_stack`` so it can be resumed.
-The margin is in the configured retriever's score units (RRF scores are ~1/60; cosine in [-1, 1]).
+The margin is in the configured retriever's score units (RRF scores are ~1/60; cosine in [-1, 1]),
+or, with ``context.context_prior``, in the re-ranked units (top = 1 + prior).
+With ``context_prior`` the ranking is re-scored by the detector's conversation prior
+(``nodes.detector.context_rerank``: the active role, roles used before, intent verb, slot values),
+the same re-ranking the switching evaluation measures as the ``+ctx`` queries.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State
+from nodes.detector import DEFAULT_PRIOR, context_rerank, rerank_text
 from nodes.router import query_of
 
 
@@ -28,6 +33,14 @@ def too_close(candidates: list[dict], margin: float) -> list[str]:
     return close if len(close) >= 2 else []
 
 
+def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
+    by_name = {c["workflow"]: c for c in candidates}
+    seen = list((state.get("progress") or {}).keys())
+    ranking = context_rerank([(c["workflow"], c["score"]) for c in candidates], library,
+                             state.get("active_workflow"), seen, rerank_text(state.get("messages") or []))
+    return [{**by_name[name], "score": round(score, 6)} for name, score in ranking]
+
+
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
@@ -37,9 +50,13 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     elif not route:  # the router did not run (e.g. a caller wired retriever alone): route here
         route = res.retriever.route(query_of(state), strategy=ctx.strategy, top_k_upper=ctx.top_k_upper,
                                     router_model=res.model("router") or "offline")
+    depth = max(ctx.top_k, DEFAULT_PRIOR.depth) if ctx.context_prior else ctx.top_k
     candidates = res.retriever.search(query_of(state), retriever=ctx.retriever, strategy=ctx.strategy,
-                                      representation=ctx.representation, top_k=ctx.top_k, fusion=ctx.fusion,
+                                      representation=ctx.representation, top_k=depth, fusion=ctx.fusion,
                                       route=route or None)
+    if ctx.context_prior and candidates:
+        candidates = _with_prior(state, res.library, candidates)
+    candidates = candidates[:ctx.top_k]
     update: dict[str, Any] = {"candidates": candidates, "clarify": too_close(candidates, ctx.clarify_margin)}
     if not candidates or update["clarify"]:
         return update

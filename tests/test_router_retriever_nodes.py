@@ -95,3 +95,16 @@ def test_nodes_inside_a_langgraph_graph(store_dir):
     assert out["route"]["roles"] == ["loan_officer"]
     assert out["active_workflow"] == "loan_repayment_schedule"
     assert all(c["level"] == "R>W" and c["role"] == "loan_officer" for c in out["candidates"])
+
+
+def test_context_prior_prefers_the_role_already_in_use(store_dir):
+    # Plain BM25 ranks the mortgage first for this elliptical turn; in a conversation about cards the
+    # prior (role in use, as tuned on SGD/STAR train) keeps the card services role on top.
+    state = {"search_query": "I want to apply for a new one", "messages": [HumanMessage("I want to apply for a new one")],
+             "route": {"domains": [], "roles": []}, "active_workflow": "increase_card_limit",
+             "progress": {"increase_card_limit": {"executed": [], "done": False}}, "workflow_stack": []}
+    plain = retriever(state, rt(store_dir, retriever="bm25"))
+    primed = retriever(state, rt(store_dir, retriever="bm25", context_prior=True))
+    assert plain["candidates"][0]["workflow"] == "apply_mortgage"
+    assert primed["candidates"][0]["role"] == "card_services"
+    assert len(primed["candidates"]) == len(plain["candidates"]) == 5
