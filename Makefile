@@ -40,7 +40,8 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval switch --dataset sgd --split dev --data $(DATA) --out reports/switch-sgd
 	$(BIN)/flowdesk eval switch --dataset sgd --split dev --every 20 --configs dense --data $(DATA) --out reports/switch-sgd-dense-sample
 	$(BIN)/flowdesk eval switch --dataset star --split dev --data $(DATA) --out reports/switch-star
-	$(BIN)/flowdesk eval switch --dataset flowbench-samples --configs all --data $(DATA) --out reports/switch-flowbench-samples
+	$(BIN)/flowdesk eval switch --dataset star --split dev --every 7 --configs dense --data $(DATA) --out reports/switch-star-dense-sample
+	$(BIN)/flowdesk eval switch --dataset flowbench-samples --data $(DATA) --out reports/switch-flowbench-samples
 	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --out reports/next-action-star
 	$(BIN)/flowdesk eval compliance --out reports/compliance
 

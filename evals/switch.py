@@ -41,7 +41,8 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-RETRIEVERS = ("bm25", "dense", "hybrid")
+# ``hybrid`` fuses BM25 and dense by reciprocal rank; ``hybrid-score`` by min-max normalised scores.
+RETRIEVERS = ("bm25", "dense", "hybrid", "hybrid-score")
 STRATEGIES = ("flat", "D>W", "R>W", "D>R>W")
 # ``<kind>+ctx``: the same query, the ranking re-scored with the conversation's context
 # (``nodes.detector.context_rerank``: roles/services used so far, intent verb, enum values).
@@ -59,6 +60,7 @@ DENSE_CONFIGS = [
     "hybrid/flat/text/SelfGen/on", "hybrid/flat/text/Last1/on", "hybrid/flat/text/Last2/on",
     "hybrid/D>W/text/SelfGen/on", "hybrid/R>W/text/SelfGen/on", "hybrid/D>R>W/text/SelfGen/on",
     "dense/flat/text/Last1+ctx/on", "dense/flat/text/SelfGen+ctx/on", "bm25/flat/text/Last1+ctx/on",
+    "hybrid/flat/text/Last1+ctx/on", "hybrid-score/flat/text/Last1/on", "hybrid-score/flat/text/Last1+ctx/on",
     "bm25/flat/text/SelfGen/on", BASELINE,
 ]
 # Libraries imported from FlowBench carry four real representations; compare them there.
@@ -200,7 +202,8 @@ def run_config(cfg: Config, turns: list[PreparedTurn], retriever, cache: dict, t
             hit = cache.get(key)
             if hit is None:
                 s0 = time.perf_counter()
-                cands = retriever.search(q, retriever=cfg.retriever, strategy=cfg.strategy,
+                name, fusion = ("hybrid", "score") if cfg.retriever == "hybrid-score" else (cfg.retriever, "rrf")
+                cands = retriever.search(q, retriever=name, strategy=cfg.strategy, fusion=fusion,
                                          representation=cfg.representation, top_k=depth)
                 hit = cache[key] = ([(c["workflow"], c["score"]) for c in cands], (time.perf_counter() - s0) * 1000)
             ranking, search_ms = hit
