@@ -11,6 +11,7 @@ re-ask), going back after a changed slot, and proposals the post-controller alre
 from __future__ import annotations
 
 import copy
+import json
 import re
 import string
 import uuid
@@ -22,7 +23,8 @@ from graph.context import Context
 from graph.resources import get_resources
 from workflows.pdl import Workflow
 
-from .pdl_runtime import INFO_MISSING_SLOT, LAST_MESSAGE_SLOT, YESNO_SLOT, Interpreter, NextAction, invalidate
+from .pdl_runtime import (INFO_MISSING_SLOT, LAST_MESSAGE_SLOT, YESNO_SLOT, Interpreter, NextAction, invalidate,
+                          is_internal, public_values)
 from .slot_filling import fill_slots
 
 OOW = "answer_out_of_workflow_questions"
@@ -65,7 +67,8 @@ def humanize(name: str) -> str:
 
 
 def fill_template(template: str, values: dict[str, Any]) -> str:
-    return string.Template(template).safe_substitute({k: render_value(v) for k, v in values.items()})
+    return string.Template(template).safe_substitute(
+        {k: render_value(v) for k, v in public_values(values).items()})
 
 
 def question_for(wf: Workflow, slots: list[str]) -> str:
@@ -144,21 +147,50 @@ def closing_answer(wf: Workflow, message: str, executed: list[str]) -> str | Non
     return pick[0] if pick else None
 
 
-def rerun_last_api(wf: Workflow, interp: Interpreter, progress: dict) -> dict | None:
-    """The last API called again with the current slots (its fixed arguments kept)."""
+def rerun_last_api(wf: Workflow, interp: Interpreter, progress: dict, called_since_message: bool = False) -> dict | None:
+    """The last API called again with the current slots (its fixed arguments kept) — a new request about
+    the same thing after the flow ended ("and tomorrow?").  Guarded so a related message cannot loop: at
+    most once per user message with the same arguments (not when that very call already followed it) and
+    never an irreversible API (a second booking is never a "new request")."""
     calls = progress.get("call_args") or []
-    if not calls or wf.api(calls[-1].get("api") or "") is None:
+    api = wf.api(calls[-1].get("api") or "") if calls else None
+    if api is None or api.irreversible:
         return None
     last = calls[-1]
     interp.next_action(progress)  # loads the current values
     args, _ = interp.call_args(last["api"])
     for k, v in (last.get("args") or {}).items():
         args.setdefault(k, v)
+    if called_since_message and args == (last.get("args") or {}):
+        return None  # this message was answered with exactly this call already
     return {"kind": "tool", "name": last["api"], "args": args, "call_id": _new_call_id()}
 
 
+CONTINUE_OFFER = re.compile(r"\b(?:continue|go on|keep going|next (?:one|question|step)|another (?:one|round|question)|"
+                            r"play again|one more)\b[^?]*\?", re.I)
+
+
+def offered_to_continue(wf: Workflow, executed: list[str]) -> bool:
+    """The last reply offered another round ("Would you like to continue playing?"): a yes runs the
+    procedure's API again."""
+    last = wf.answer(executed[-1]) if executed else None
+    return bool(last and last.template and CONTINUE_OFFER.search(last.template))
+
+
+def called_since_user(messages: list[BaseMessage]) -> bool:
+    """A tool call was made after the user's latest message."""
+    for m in reversed(messages or []):
+        if isinstance(m, HumanMessage) or getattr(m, "type", "") == "human":
+            return False
+        if getattr(m, "tool_calls", None) or getattr(m, "type", "") == "tool":
+            return True
+    return False
+
+
 def _content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z]+", text.lower().replace("_", " ")) if len(w) > 2 and w not in _STOP}
+    """Content words, with a 4-letter stem for longer ones so "rain" meets "raining"."""
+    words = {w for w in re.findall(r"[a-z]+", text.lower().replace("_", " ")) if len(w) > 2 and w not in _STOP}
+    return words | {w[:4] + "~" for w in words if len(w) >= 4}
 
 
 _VOCAB: dict[tuple[str, str], set[str]] = {}
@@ -261,6 +293,38 @@ def offline_proposal(wf: Workflow, interp: Interpreter, progress: dict, rejected
     return candidates[-1]
 
 
+REJECTIONS_SLOT = "__rejections"  # [[proposal signature, progress fingerprint]] per violation of this turn
+
+
+def progress_fingerprint(progress: dict) -> str:
+    """What a rejection depended on: the nodes run, the user's slot values and the results."""
+    slots = {k: v for k, v in (progress.get("slots") or {}).items() if not is_internal(k)}
+    return json.dumps([progress.get("executed") or [], slots, sorted((progress.get("results") or {}).items(),
+                       key=lambda kv: kv[0]), len(progress.get("call_args") or [])], sort_keys=True, default=str)
+
+
+def live_rejections(progress: dict, violations: list | None) -> list[dict]:
+    """The proposals rejected earlier in this turn whose reason still holds.  A violation is stamped with
+    the progress it was judged against (the executor's progress does not move between its proposal and
+    the verdict); once progress moves on (a precondition ran, a slot arrived) the same proposal may be
+    valid and is proposed again."""
+    violations = [v for v in (violations or []) if v.get("proposal")]
+    slots = progress.setdefault("slots", {})
+    stamps = list(slots.get(REJECTIONS_SLOT) or [])
+    if len(stamps) > len(violations):  # a new turn reset the violations
+        stamps = []
+    now = progress_fingerprint(progress)
+    for v in violations[len(stamps):]:
+        stamps.append([_signature(v["proposal"]), now])
+    slots[REJECTIONS_SLOT] = stamps
+    return [v["proposal"] for v, (_, at) in zip(violations, stamps) if at == now]
+
+
+def _signature(p: dict) -> str:
+    args = {} if p.get("kind") == "reply" else (p.get("args") or {})
+    return json.dumps([p.get("kind"), p.get("name"), args], sort_keys=True, default=str)
+
+
 def _same(a: dict, b: dict | None) -> bool:
     if not b:
         return False
@@ -293,14 +357,14 @@ def decide(wf: Workflow, progress: dict, messages: list[BaseMessage], guidance: 
     progress.setdefault("executed", [])
     interp = interpreter_for(wf)
     message = latest_user_message(messages)
-    rejected = [v.get("proposal") for v in (violations or []) if v.get("proposal")]
     if message and CANCEL.search(message) and not re.search(r"cancel", wf.name + " " + wf.description, re.I) \
             or (message and re.search(r"\bnever ?mind\b|\bforget (?:it|about it)\b", message, re.I)):
         progress["done"], progress["pending"] = True, None
         return progress, {"kind": "reply", "name": OOW,
                           "text": f"Okay, I've stopped {wf.display_name}. Is there anything else I can help with?"}
-    info = update_progress(wf, interp, progress, message) if message else {"found": None, "pending": []}
+    info = update_progress(wf, interp, progress, message) if message else {"found": None, "pending": [], "changed": {}}
     found = info["found"]
+    rejected = live_rejections(progress, violations)
     related = bool(_content_words(message) & workflow_vocabulary(wf))
     if found is not None and info["pending"] and not found.values and found.is_question and found.yesno is None \
             and not related:
@@ -319,15 +383,23 @@ def decide(wf: Workflow, progress: dict, messages: list[BaseMessage], guidance: 
         if proposal is not None and not any(_same(proposal, r) for r in rejected):
             return progress, proposal
     skip = greeting_answers(wf) if message and not GREETING_ONLY.match(message) else frozenset()
-    if message and GOODBYE.search(message) and interp.next_action(progress, skip).kind in ("answer", "done"):
+    executed = progress.get("executed") or []
+    # "No, that's all, thanks" right after "Anything else?": the conversation is over, whatever the
+    # procedure would still do (its remaining nodes belong to a request the user just declined)
+    closed = bool(found is not None and CLOSING_USER.search(message) and executed
+                  and executed[-1] in closing_answers(wf) and not found.values and found.yesno is not True)
+    if closed or message and GOODBYE.search(message) and interp.next_action(progress, skip).kind in ("answer", "done"):
         bye = closing_answer(wf, "bye", [])
         if bye and bye not in [r.get("name") for r in rejected]:
             progress["done"] = True
             return progress, _proposal_for(wf, NextAction("answer", bye), interp.values(progress))
     upcoming = interp.next_action(progress, skip)
     finished = upcoming.kind == "done" or (upcoming.kind == "answer" and upcoming.name in closing_answers(wf))
-    if message and finished and not CLOSING_USER.search(message) and (related or (found is not None and found.values)):
-        again = rerun_last_api(wf, interp, progress)  # a new request about the same thing after the flow ended
+    go_on = found is not None and found.yesno is True and offered_to_continue(wf, executed)
+    if message and finished and (go_on or not CLOSING_USER.search(message)
+                                 and (related or (found is not None and found.values))):
+        # a new request about the same thing after the flow ended
+        again = rerun_last_api(wf, interp, progress, called_since_user(messages))
         if again is not None and not any(_same(again, r) for r in rejected):
             return progress, again
     proposal = offline_proposal(wf, interp, progress, rejected, skip, message)

@@ -19,6 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from workflows.pdl import BUILTIN_ANSWERS, Workflow
 
+from .pdl_runtime import public_values  # bookkeeping slots (__rejections, __cond_*) are not for the model
+
 log = logging.getLogger(__name__)
 MAX_RETRIES = 2
 REPLY_TOOL = "reply"
@@ -51,7 +53,7 @@ def system_prompt(wf: Workflow, progress: dict, guidance: dict, violations: list
         "Never call an API whose preconditions have not run; ask for missing required parameters instead.",
         pdl_block(wf),
         "PROGRESS: executed=" + json.dumps(progress.get("executed") or []) + " slots="
-        + json.dumps(progress.get("slots") or {}, default=str) + " results="
+        + json.dumps(public_values(progress.get("slots") or {}), default=str) + " results="
         + json.dumps(progress.get("results") or {}, default=str)[:2000],
     ]
     hints = (guidance or {}).get("hints") or []

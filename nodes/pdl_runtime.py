@@ -46,6 +46,18 @@ class NextAction:
     line: int = 0
 
 
+INTERNAL_PREFIX = "__"  # bookkeeping slots (yes/no, branch answers, last message): never user data
+
+
+def is_internal(name: str) -> bool:
+    return str(name).startswith(INTERNAL_PREFIX)
+
+
+def public_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Values a reply template or an API argument may use: bookkeeping slots left out."""
+    return {k: v for k, v in values.items() if not is_internal(k)}
+
+
 def cond_slot(text: str) -> str:
     return "__cond_" + hashlib.sha1(text.strip().lower().encode()).hexdigest()[:8]
 
@@ -112,6 +124,10 @@ RESULT_OK_SLOT = "__result_ok"  # the latest API call returned something (set by
 _LOOP_HEADER = re.compile(r"\(first time, or again after:", re.I)
 
 
+_NO_ANSWER = re.compile(r"\b(?:don'?t know|do not know|no idea|give up|not sure|pass|skip|no clue|can'?t say|"
+                        r"have no idea|i'?m stumped)\b", re.I)
+
+
 def _judge_outcome(label: str, values: dict[str, Any], results: dict[str, Any]) -> Any:
     """Compiled flowchart branches read ``"<question> -> <outcome label>"``: judge the outcome."""
     lab = label.strip().lower()
@@ -144,8 +160,11 @@ def _judge_outcome(label: str, values: dict[str, Any], results: dict[str, Any]) 
                     and k.lower() in ("answer", "solution", "code", "expected", "value")]
         if lab == "done":
             return bool(re.search(r"\b(?:done|stop|enough|that'?s all|no more|quit)\b", said))
+        no_answer = bool(_NO_ANSWER.search(said))
         if lab == "noanswer":
-            return bool(re.search(r"\b(?:don'?t know|no idea|give up|not sure|pass|skip)\b", said))
+            return no_answer
+        if no_answer:  # "no idea" is neither right nor wrong: the no-answer branch takes it
+            return False
         if not expected:
             return UNKNOWN
         right = any(e in said for e in expected)
@@ -362,7 +381,8 @@ class Interpreter:
             for slot in self.workflow.slots:
                 sw = set(_split_words(slot.name)) | set(_split_words(slot.description))
                 shared = words & sw
-                person = bool(sw & {"customer", "full", "user", "guest", "client", "person", "renter", "patient"})
+                person = bool(sw & {"customer", "full", "user", "guest", "client", "person", "renter", "patient",
+                                    "host"})
                 if shared == {"name"} and (len(words) > 1 or not person):
                     continue  # "name" alone is too weak unless the answer asks for the user's own name
                 if shared:
@@ -479,7 +499,7 @@ class Interpreter:
                 args[p] = fixed[p]
                 continue
             source = p if p in self._values else (positional[i] if i < len(positional) else p)
-            v = self._values.get(source)
+            v = None if is_internal(source) or is_internal(p) else self._values.get(source)
             if v is not None and v != "":
                 args[p] = v
             elif p in required:

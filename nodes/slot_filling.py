@@ -73,7 +73,7 @@ def slot_kind(slot: Slot) -> str:
     if has_time:
         return "time"
     if re.search(r"\bname\b", text) and re.search(r"\b(?:customer|full|your|user|guest|client|person|caller|"
-                                                 r"passenger|renter|patient|first|last|my)\b", text):
+                                                 r"passenger|renter|patient|host|holder|first|last|my)\b", text):
         return "person"
     if re.search(r"\b(?:how many|number of|size|count|quantity|guests|people|party)\b", text):
         return "integer"
@@ -151,11 +151,47 @@ def find_int(text: str) -> tuple[int, tuple[int, int]] | None:
     return (best[0], best[1]) if best else None
 
 
-PERSON = re.compile(r"\b(?:my name is|my name's|name is|i am|i'm|this is|call me|it's|under)\s+"
-                    r"((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+))?)", re.I)
+PERSON = re.compile(r"\b(?:my name is|my name's|name is|name's|i am|i'm|this is|call me|it's|under(?: the name(?: of)?)?|"
+                    r"(?:in|by) the name(?: of)?|name:|booked (?:for|under))\s+"
+                    r"((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+)){0,2})", re.I)
+# "... for Ada Lovelace": a weaker cue, only a first and last name both capitalised
+PERSON_FOR = re.compile(r"\bfor\s+((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+)){1,2})\b")
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 PHONE = re.compile(r"(?<!\w)\+?\d[\d\s().-]{6,}\d\b")
 ORDER_ID = re.compile(r"\b(?=[A-Z0-9-]*\d)[A-Z]{1,4}-?\d{3,}\b|\b\d{5,}\b")
+
+
+_CUE_STOP = {"number", "of", "the", "a", "an", "e", "g", "for", "to", "is", "in", "on", "and", "or", "your", "my"}
+_NUM = re.compile(r"(?<![\w-])\d+(?![\w-])")
+
+
+def number_cues(slot: Slot) -> set[str]:
+    """Words that name this number slot in a message ("PIN is 4821", "card ending in 4417")."""
+    words = set(re.findall(r"[a-z]+", f"{slot.name} {slot.description}".lower().replace("_", " "))) - _CUE_STOP
+    if re.search(r"last\s*\d|last \w+ digits", f"{slot.name} {slot.description}".lower().replace("_", " ")):
+        words |= {"ending", "ends", "last"}
+    words |= {w[:-1] for w in words if w.endswith("s") and len(w) > 3}
+    return words
+
+
+def cue_numbers(text: str, slots: list[Slot]) -> dict[str, tuple[int, tuple[int, int]]]:
+    """Numbers assigned to slots by the words just before them; each number to at most one slot."""
+    scored = []
+    for m in _NUM.finditer(text):
+        before = re.findall(r"[a-z]+", text[max(0, m.start() - 40):m.start()].lower())[-4:]
+        for s in slots:
+            cues = number_cues(s)
+            hits = sum(1 for i, w in enumerate(before) if w in cues or (w.endswith("s") and w[:-1] in cues))
+            if hits:
+                tok = m.group(0)  # "0456" keeps its leading zero (card digits, PINs)
+                scored.append((hits, -(m.start()), s.name, tok if tok.startswith("0") and len(tok) > 1 else int(tok),
+                               m.span()))
+    out: dict[str, tuple[int, tuple[int, int]]] = {}
+    used: set[tuple[int, int]] = set()
+    for hits, _, name, value, span in sorted(scored, reverse=True):
+        if name not in out and span not in used:
+            out[name], _ = (value, span), used.add(span)
+    return out
 
 
 def yes_no(text: str) -> bool | None:
@@ -172,6 +208,24 @@ def yes_no(text: str) -> bool | None:
 
 def _tokens(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
+
+
+# everyday words for common enum option words ("I ordered the wrong size" -> ordered_by_mistake)
+ENUM_LEXICON = {
+    "mistake": {"wrong", "mistake", "mistakenly", "accident", "accidentally", "duplicate", "twice", "error"},
+    "slow": {"long", "slow", "late", "delayed", "delay", "forever", "ages"},
+    "cheaper": {"cheaper", "cheap", "elsewhere", "price", "less"},
+    "stolen": {"stole", "stolen", "theft", "robbed", "pickpocketed"},
+    "lost": {"lose", "lost", "misplaced"},
+    "compromised": {"compromised", "skimmed", "hacked", "cloned"},
+    "mind": {"mind"},
+}
+_ENUM_STOP = {"by", "too", "the", "a", "an", "of", "to", "for", "and", "or", "in", "on", "is"}
+
+
+def _lexicon_hit(option: str, words: set[str]) -> bool:
+    """An option word's everyday synonym appears in the message (only words the lexicon knows)."""
+    return any(words & ENUM_LEXICON[w] for w in _tokens(option) if w in ENUM_LEXICON and w not in _ENUM_STOP)
 
 
 def match_enum(text: str, options: list[str], *, whole: bool = False,
@@ -207,6 +261,8 @@ def match_enum(text: str, options: list[str], *, whole: bool = False,
                 score = max(overlap * 0.85 if overlap >= 0.5 else 0, ratio * 0.9 if ratio >= 0.8 else 0)
                 if whole:  # the reply is only the value: compare it whole
                     score = max(score, difflib.SequenceMatcher(None, o, low.strip()).ratio() * 0.9)
+        if score < 0.7 and _lexicon_hit(opt, set(low.split())):
+            score = 0.7
         if score > (best[1] if best else 0.5):
             best = (opt, score)
     return best
@@ -265,6 +321,10 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         out.set(pending[0], _item_value(pick, pending[0]), 0.85)
     for kind in ("email", "phone", "id", "datetime", "time", "date", "enum", "person", "integer", "number",
                  "boolean"):
+        if kind in ("integer", "number"):  # numbers named by the words before them go first ("PIN is 4821")
+            num_slots = [s for s in slots if kinds[s.name] == kind and s.name not in out.values]
+            for name, (value, span) in cue_numbers(rest(), num_slots).items():
+                out.set(name, value, 0.9), take(span)
         for s in slots:
             if kinds[s.name] != kind or s.name in out.values:
                 continue
@@ -294,7 +354,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                     pos = src.lower().find(hit[0].lower())
                     if pos >= 0:
                         take((pos, pos + len(hit[0])))
-            elif kind == "person" and (m := PERSON.search(src)):
+            elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
             elif kind in ("integer", "number") and (n := find_int(src)):
                 if is_pending or re.search(r"people|persons|guests|party|table|group|of us|adults", src, re.I) \
@@ -317,11 +377,39 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     # the asked-for string slot takes the reply itself (minus filler) unless it is a question
     open_slots = [n for n in pending if n not in out.values]
     for name in open_slots[:1]:
-        s = workflow.slot(name)
-        # one question, nothing else understood: the reply itself is the answer
-        if len(open_slots) > 1 and out.values or kinds[name] not in ("string", "id", "person") or out.is_question:
+        # one question, nothing else understood: the reply itself is the answer.  Not a correction of
+        # another value ("Sorry, I meant the 11th") nor a question ("where is my order ORD-7002?")
+        kind = kinds[name]
+        if kind not in ("string", "id", "person") or out.is_question or "?" in message or CORRECTION.search(message):
             continue
-        value = clean_free_text(message)
-        if value and out.yesno is None and len(value.split()) <= 40:
+        if len(open_slots) > 1 and out.values:
+            continue
+        value = free_value(message, kind)
+        if value and out.yesno is None:
             out.set(name, value, 0.6)
     return out
+
+
+CORRECTION = re.compile(r"\b(?:sorry|actually|i meant|i mean|instead|make it|change (?:it|that|the)|wait|rather|"
+                        r"not (?:\d+|on|at|for))\b", re.I)
+# sentence starters that are not names ("Thanks. ..." is not a guest called Thanks)
+_NOT_NAMES = {"yes", "no", "ok", "okay", "sure", "thanks", "thank", "please", "hi", "hello", "hey", "well", "oh",
+              "so", "then", "and", "but", "the", "i", "my", "it", "that", "this", "great", "good", "fine", "perfect"}
+_LEADING_NAME = re.compile(r"^((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+)){0,2})\s*(?:[.,;!]|\band\b|$)")
+
+
+def free_value(message: str, kind: str) -> str | None:
+    """The whole reply (minus filler) as the asked value, when it looks like one: a name is a few words
+    without digits (or the name the reply starts with: "John. And my ID is 661"), an id has a digit."""
+    value = clean_free_text(message)
+    if not value:
+        return None
+    words = value.split()
+    if kind == "person":
+        if len(words) <= 4 and not re.search(r"\d", value) and words[0].lower() not in _NOT_NAMES:
+            return value
+        m = _LEADING_NAME.match(value)
+        return m.group(1) if m and m.group(1).split()[0].lower() not in _NOT_NAMES else None
+    if kind == "id":
+        return value if len(words) <= 2 and re.search(r"\d", value) else None
+    return value if len(words) <= 40 else None

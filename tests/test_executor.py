@@ -13,7 +13,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from graph.context import Context
 from graph.models import register_chat_model, unregister_chat_model
-from nodes.executor import decide, executor, fill_template
+from workflows.pdl import Workflow
+from nodes.executor import (called_since_user, decide, executor, fill_template, interpreter_for,
+                            rerun_last_api)
 from nodes.executor_llm import propose, system_prompt
 from tests.test_pdl_runtime import BOOK, FULL
 
@@ -165,3 +167,107 @@ def test_node_uses_registered_model_from_context(tmp_path):
     finally:
         unregister_chat_model("exec-test")
     assert out["proposal"] == {"kind": "reply", "name": "llm_reply", "text": "Happy to help!"}
+
+
+# --- H10: information given early, retries that became valid, loops after the end, bookkeeping slots --
+def test_every_detail_in_the_first_message_is_used_without_asking_again():
+    msg = human("Book a table at Luigi's for 4 people on Friday at 7 under the name Ada Lovelace")
+    progress, prop = decide(BOOK, {}, msg)
+    assert prop["name"] == "check_availability" and progress["slots"]["guest_name"] == "Ada Lovelace"
+    progress["executed"].append("check_availability")  # what the tools node records
+    progress["results"] = {"available": True}
+    progress["call_args"] = [{"api": "check_availability", "args": prop["args"]}]
+    _, prop = decide(BOOK, progress, msg)
+    assert prop["kind"] == "tool" and prop["name"] == "book" and prop["args"]["guest_name"] == "Ada Lovelace"
+
+
+def test_a_rejected_call_is_proposed_again_once_progress_made_it_valid():
+    msg = human("go")
+    slots = {**FULL, "guest_name": "Ada"}
+    book = {"kind": "tool", "name": "book", "args": dict(slots), "call_id": "call_x"}
+    violation = {"controller": "precondition", "ok": False, "reason": "check first", "proposal": book}
+    p, prop = decide(BOOK, {"executed": ["ask_details"], "slots": dict(slots)}, msg, violations=[violation])
+    assert prop["name"] == "check_availability"
+    # same progress, the rejected call is not repeated ...
+    p2, prop = decide(BOOK, p, msg, violations=[violation, {"proposal": prop, "ok": False}])
+    assert prop["kind"] == "reply"
+    # ... but once the check ran, the very same call is valid and proposed again
+    p2["executed"].append("check_availability")
+    p2["results"] = {"available": True}
+    p2["call_args"] = [{"api": "check_availability", "args": dict(FULL)}]
+    _, prop = decide(BOOK, p2, msg, violations=[violation, {"proposal": prop, "ok": False}])
+    assert prop["kind"] == "tool" and prop["name"] == "book" and prop["args"] == book["args"]
+
+
+def _irreversible_book():
+    wf = BOOK.model_copy(deep=True)
+    wf.api("book").irreversible = True
+    return wf
+
+
+def test_a_related_message_after_the_end_does_not_book_again():
+    done = {"executed": ["ask_details", "check_availability", "request_information", "book", "confirm_booking"],
+            "slots": {**FULL, "guest_name": "Ada"}, "results": {"available": True, "booking_id": "B-1"},
+            "call_args": [{"api": "check_availability", "args": dict(FULL)},
+                          {"api": "book", "args": {**FULL, "guest_name": "Ada"}}]}
+    _, prop = decide(_irreversible_book(), done, human("the booking name is Ada, a table at Luigi's for 4"))
+    assert prop["kind"] == "reply"
+
+
+def test_rerun_after_the_end_happens_once_per_message_and_never_for_irreversible_calls():
+    interp = interpreter_for(BOOK)
+    p = {"executed": ["ask_details", "check_availability", "offer_alternatives"], "slots": {**FULL, "party_size": 6},
+         "call_args": [{"api": "check_availability", "args": dict(FULL)}]}
+    again = rerun_last_api(BOOK, interp, p)
+    assert again["name"] == "check_availability" and again["args"]["party_size"] == 6
+    # the same call already answered this message (it is the last call now): no loop
+    ran = {**p, "call_args": p["call_args"] + [{"api": "check_availability", "args": dict(again["args"])}]}
+    assert rerun_last_api(BOOK, interp, ran, called_since_message=True) is None
+    msgs = [HumanMessage("6 of us"), AIMessage("", tool_calls=[{"name": "check_availability", "args": {},
+                                                                "id": "c1", "type": "tool_call"}])]
+    assert called_since_user(msgs) and not called_since_user(msgs[:1])
+    wf = BOOK.model_copy(deep=True)
+    wf.api("check_availability").irreversible = True
+    assert rerun_last_api(wf, interpreter_for(wf), p) is None
+
+
+def test_bookkeeping_slots_never_fill_templates():
+    assert fill_template("$__last_yesno / $guest_name", {"__last_yesno": "yes", "guest_name": "Ada"}) == \
+        "$__last_yesno / Ada"
+
+
+QUIZ = Workflow.model_validate({
+    "name": "quiz", "description": "Play a quiz.", "domain": "fun", "role": "host",
+    "slots": [{"name": "num", "type": "integer", "description": "Question number"}],
+    "apis": [{"name": "quiz", "returns": ["question"],
+              "parameters": {"type": "object", "required": ["num"], "properties": {"num": {"type": "integer"}}}}],
+    "answers": [{"name": "ask_number", "template": "Which question number shall we start at?"},
+                {"name": "ask_question", "template": "$question"},
+                {"name": "offer_next", "template": "Right! Would you like to continue playing?"},
+                {"name": "anything_else", "template": "Is there anything else I can do for you?"},
+                {"name": "goodbye", "template": "Goodbye!"}],
+    "procedure": "[num] = ANSWER.ask_number()\nAPI.quiz(num)\nANSWER.ask_question()\nANSWER.offer_next()\n"
+                 "ANSWER.anything_else()\nAPI.quiz(num)\n",
+})
+
+
+def test_yes_to_an_offer_to_continue_runs_the_api_again():
+    p = {"executed": ["ask_number", "quiz", "ask_question", "offer_next"], "slots": {"num": 1},
+         "results": {"question": "Q1"}, "call_args": [{"api": "quiz", "args": {"num": 1}}]}
+    _, prop = decide(QUIZ, p, human("yes"))
+    assert prop["kind"] == "tool" and prop["name"] == "quiz"
+    _, prop = decide(QUIZ, p, human("no thanks"))
+    assert prop["kind"] == "reply"
+
+
+def test_thanks_after_anything_else_closes_the_conversation():
+    p = {"executed": ["ask_number", "quiz", "ask_question", "offer_next", "anything_else"], "slots": {"num": 1},
+         "results": {"question": "Q1"}, "call_args": [{"api": "quiz", "args": {"num": 1}}]}
+    progress, prop = decide(QUIZ, p, human("No, that's all, thanks"))
+    assert prop["kind"] == "reply" and prop["name"] == "goodbye" and progress["done"]
+
+
+def test_llm_prompt_shows_user_slots_not_bookkeeping():
+    prompt = system_prompt(BOOK, {"executed": [], "slots": {"party_size": 4, "__last_yesno": "yes",
+                                                             "__rejections": [["x", "y"]]}}, {}, [])
+    assert '"party_size": 4' in prompt and "__rejections" not in prompt and "__last_yesno" not in prompt

@@ -205,3 +205,26 @@ def test_briefing_before_a_call_is_skipped_when_the_user_already_gave_criteria()
     assert next_action(SEARCH, {}).name == "inform_criteria"
     act = next_action(SEARCH, {"slots": {"city": "Oslo"}})
     assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
+
+
+def test_bookkeeping_slots_are_never_api_arguments():
+    from nodes.pdl_runtime import Interpreter, public_values
+
+    wf = Workflow.model_validate({**BOOK.model_dump(), "apis": [
+        {"name": "note", "parameters": {"type": "object", "required": ["__last_message"],
+                                        "properties": {"__last_message": {"type": "string"}}}}],
+        "procedure": "API.note(__last_message)\n", "answers": []})
+    interp = Interpreter(wf)
+    act = interp.next_action({"slots": {"__last_message": "hello"}})
+    assert act.kind != "api" or "__last_message" not in act.args
+    assert public_values({"__cond_ab": "yes", "a": 1}) == {"a": 1}
+
+
+def test_no_answer_is_neither_correct_nor_incorrect():
+    from nodes.pdl_runtime import LAST_MESSAGE_SLOT
+
+    values, results = {LAST_MESSAGE_SLOT: "Hmm, I have no idea"}, {"answer": "Paris"}
+    assert judge_condition("q -> incorrect", values, results) is False
+    assert judge_condition("q -> correct", values, results) is False
+    assert judge_condition("q -> noanswer", values, results) is True
+    assert judge_condition("q -> incorrect", {LAST_MESSAGE_SLOT: "London"}, results) is True

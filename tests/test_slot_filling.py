@@ -99,3 +99,62 @@ def test_slot_kind_from_description():
     assert slot_kind(Slot(name="contact", description="Email address")) == "email"
     assert slot_kind(Slot(name="who", description="Full name")) == "person"
     assert slot_kind(Slot(name="note", description="Anything to add")) == "string"
+
+
+# --- H10: information given early, corrections, numbers named by their cue words -----------------
+CARD = Workflow.model_validate({
+    "name": "block_card", "description": "Block a card.", "domain": "banking", "role": "cards",
+    "slots": [
+        {"name": "customer_id", "description": "Customer number, e.g. C-1001"},
+        {"name": "pin", "type": "integer", "description": "4-digit PIN for telephone banking"},
+        {"name": "card_last4", "type": "integer", "description": "Last 4 digits of the card"},
+        {"name": "reason", "type": "enum", "enum": ["lost", "stolen", "compromised"]},
+    ],
+})
+ORDER = Workflow.model_validate({
+    "name": "cancel_order", "description": "Cancel an order.", "domain": "retail", "role": "orders",
+    "slots": [
+        {"name": "order_id", "description": "Order number, e.g. ORD-7001"},
+        {"name": "email", "description": "Email address used for the order"},
+        {"name": "reason", "type": "enum",
+         "enum": ["changed_mind", "ordered_by_mistake", "found_cheaper", "delivery_too_slow"]},
+    ],
+})
+
+
+def test_full_first_message_fills_every_slot_including_the_name():
+    f = fill("Please book a table at Luigi's for 4 people on Friday at 7 under the name Ada Lovelace")
+    assert f.values["guest_name"] == "Ada Lovelace" and f.values["party_size"] == 4
+    assert fill("Book Luigi's for 2 people at 8pm for Grace Hopper, just book it").values["guest_name"] == "Grace Hopper"
+
+
+@pytest.mark.parametrize("msg", ["Sorry, I meant Saturday, same time", "Wait, we'll be 8 people, not 4",
+                                 "Oh wait, where is my order ORD-7002? My email is a@b.org"])
+def test_pending_name_does_not_take_a_correction_or_a_question(msg):
+    assert "guest_name" not in fill(msg, ["guest_name"]).values
+
+
+def test_pending_name_still_takes_a_bare_name():
+    assert fill("Ada Lovelace", ["guest_name"]).values["guest_name"] == "Ada Lovelace"
+    assert "order_id" not in fill("The name is Ada Lovelace", ["order_id"]).values  # an id has a digit
+
+
+def test_numbers_go_to_the_slot_their_words_name():
+    f = fill_slots("My card ending in 4417 was stolen. My customer number is C-1001 and my PIN is 4821", CARD)
+    assert f.values == {"customer_id": "C-1001", "card_last4": 4417, "pin": 4821, "reason": "stolen"}
+    f = fill_slots("PIN 1357, card ends with 0456", CARD)
+    assert f.values["pin"] == 1357 and f.values["card_last4"] == "0456"  # the leading zero is kept
+
+
+def test_order_id_and_email_in_one_short_message():
+    assert fill_slots("cancel order A1234 for ann@example.com", ORDER).values == {
+        "order_id": "A1234", "email": "ann@example.com"}
+
+
+@pytest.mark.parametrize("msg,reason", [("I ordered the wrong size", "ordered_by_mistake"),
+                                        ("it is a duplicate", "ordered_by_mistake"),
+                                        ("it takes too long", "delivery_too_slow"),
+                                        ("I found it cheaper elsewhere", "found_cheaper"),
+                                        ("I changed my mind", "changed_mind")])
+def test_enum_reasons_in_everyday_words(msg, reason):
+    assert fill_slots(f"Cancel ORD-7001, a@b.org, the reason: {msg}", ORDER).values["reason"] == reason
