@@ -299,7 +299,18 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
     }
 
 
+def summary_of(metrics: dict[str, Any]) -> dict[str, float]:
+    """The headline figures (offline executor vs the majority baseline)."""
+    o = metrics["overall"]
+    return {"weighted_f1": o["offline"]["weighted_f1"], "accuracy": o["offline"]["accuracy"],
+            "macro_f1": o["offline"]["macro_f1"], "baseline_weighted_f1": o["baseline"]["weighted_f1"],
+            "baseline_accuracy": o["baseline"]["accuracy"],
+            "seen_weighted_f1": metrics["seen"]["offline"]["weighted_f1"],
+            "zero_shot_weighted_f1": metrics["zero_shot"]["offline"]["weighted_f1"], "turns": metrics["turns"]}
+
+
 def write_report(metrics: dict[str, Any], out: Path) -> Path:
+    metrics["summary"] = summary_of(metrics)
     rep = Report(out, f"Next-action prediction on STAR ({metrics['split']} split)")
     rep.text(
         f"{metrics['dialogues']} dialogues, {metrics['turns']} wizard actions scored "

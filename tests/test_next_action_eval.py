@@ -43,5 +43,6 @@ def test_smoke_run_on_star(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["turns"] > 20 and 0 <= metrics["overall"]["offline"]["accuracy"] <= 1
+    assert metrics["summary"]["weighted_f1"] == metrics["overall"]["offline"]["weighted_f1"]
     assert (out / "report.md").read_text().startswith("# Next-action prediction on STAR")
     assert (out / "per_task_weighted_f1.png").exists()
