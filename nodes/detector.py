@@ -119,8 +119,10 @@ DONE = re.compile(r"\b(confirmed|successfully|successful|has been (set|made|plac
                   r"(you'?re|you are) (all set|booked)|enjoy)\b", re.I)
 CUE = re.compile(r"\b(actually|instead|also|another thing|one more thing|something else|by the way|btw|"
                  r"cancel|change (my|the|it)|switch|what about|forget (it|that|about)|never ?mind|rather|"
-                 r"different|besides|in addition|as well|now i|next)\b", re.I)
-REQUEST = re.compile(r"\b(i (also |really |just |now )?want|i'?d (also |really )?like|i would (also |really )?like|"
+                 r"different|besides|in addition|as well|now i|next|before that|hold on|oh,? wait|quick question)\b",
+                 re.I)
+# "where is my order?" asks for a service (tracking), unlike "where is it?" about the current item.
+REQUEST = re.compile(r"\b(where is my|where's my|(what is|what's) the status of my|i (also |really |just |now )?want|i'?d (also |really )?like|i would (also |really )?like|"
                      r"i'?ll like|i'?ll (also )?need|i'?d want|i (also |now )?need|i wanna|i'?m looking|i am looking|looking for|"
                      r"can you|could you|would you|will you|can i|could i|can we|could we|shall we|help me|is it possible|i have to|"
                      r"let'?s|i'?d love|i'?m (trying|hoping|planning)|i am (trying|hoping|planning)|"

@@ -234,6 +234,14 @@ def test_naming_another_workflows_task_searches(bundled, turn):
     assert score(v.search_query)[0][0] == "track_order"
 
 
+@pytest.mark.parametrize("turn", ["Oh wait, before that: where is my order ORD-7002? My email is a@example.com",
+                                  "Hold on, what's the status of my order ORD-7002?"])
+def test_digression_while_a_question_is_pending_searches(bundled, turn):
+    # The agent asked for the guest's name; the user asks about an order instead (a digression).
+    msgs = BOOKING[:2] + [H(turn)]
+    assert _bundled(bundled, msgs, "book_table").action == "SEARCH"
+
+
 def test_moving_an_existing_booking_searches_from_a_new_booking(bundled):
     msgs = [H("Please book a table at Sakura Lane"), A("You're booked. Your reference is B-1002. Anything else?"),
             H("Yes, I also need to change my other booking B-1001 to next week")]
