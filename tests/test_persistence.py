@@ -59,24 +59,6 @@ def test_env_url_and_bad_locations(tmp_path, monkeypatch):
             pass
 
 
-def test_postgres_url_selects_postgres(monkeypatch):
-    url = os.environ.get("FLOWDESK_TEST_POSTGRES_URL")
-    try:
-        import langgraph.checkpoint.postgres  # noqa: F401
-    except ImportError:
-        # Without the optional extra the error says how to get it (and never echoes the password).
-        with pytest.raises(CheckpointConfigError, match=r"flowdesk\[postgres\]") as err:
-            with open_checkpointer("postgres://user:secret@db.invalid:5432/x"):
-                pass
-        assert "secret" not in str(err.value)
-        return
-    if not url:
-        pytest.skip("set FLOWDESK_TEST_POSTGRES_URL to test against a real Postgres")
-    with open_checkpointer(url) as saver:
-        assert type(saver).__name__ == "PostgresSaver"
-        assert _counter(saver).invoke({"n": 5}, {"configurable": {"thread_id": "pg"}})["n"] == 6
-
-
 # --- the real agent ------------------------------------------------------------------------------
 
 def booking(date: str) -> list[str]:
@@ -84,30 +66,37 @@ def booking(date: str) -> list[str]:
             f"I want to reserve a table at Casa Fiorella for 2 people on {date} at 19:00"]
 
 
-def test_resume_after_closing(agent_context, tmp_path):
-    """Close the checkpointer and the graph, reopen: active workflow, stack and slots are intact."""
+def check_resume_across_checkpointers(target, thread: str, date: str, agent_context) -> None:
+    """Two turns, close the checkpointer and the graph, reopen ``target`` (a SQLite path or a Postgres
+    URL): active workflow, stack and slots are intact and the conversation goes on from where it was."""
     from graph.agent import build_agent
     from graph.chat import run_turn
+    from graph.checkpoint import open_checkpointer
 
-    path = tmp_path / "cp.sqlite"
-    cfg = {"configurable": {"thread_id": "resume"}}
-    with open_checkpointer(path) as saver:
+    cfg = {"configurable": {"thread_id": thread}}
+    with open_checkpointer(target) as saver:
         graph = build_agent(agent_context, checkpointer=saver)
-        for text in booking("2026-12-14"):
-            run_turn(graph, "resume", text, context=agent_context)
+        for text in booking(date):
+            run_turn(graph, thread, text, context=agent_context)
         before = graph.get_state(cfg).values
     assert before.get("active_workflow") == "book_table"
     assert before["progress"]["book_table"]["slots"]["restaurant"] == "Casa Fiorella"
-    with open_checkpointer(path) as saver:
+    with open_checkpointer(target) as saver:
         graph = build_agent(agent_context, checkpointer=saver)
         after = graph.get_state(cfg).values
         for key in ("active_workflow", "workflow_stack", "progress", "turn"):
             assert after.get(key) == before.get(key), key
         assert len(after["messages"]) == len(before["messages"])
-        r = run_turn(graph, "resume", "Anna Smith", context=agent_context, on_interrupt=lambda p: "yes")
+        assert graph.get_state({"configurable": {"thread_id": "never-used"}}).values == {}
+        r = run_turn(graph, thread, "Anna Smith", context=agent_context, on_interrupt=lambda p: "yes")
         assert [c["name"] for c in r.tool_calls] == ["book"]  # the conversation goes on from where it was
         assert "Anna Smith" in r.reply
         assert graph.get_state(cfg).values["turn"] == before["turn"] + 1
+
+
+def test_resume_after_closing(agent_context, tmp_path):
+    """Close the checkpointer and the graph, reopen: active workflow, stack and slots are intact."""
+    check_resume_across_checkpointers(tmp_path / "cp.sqlite", "resume", "2026-12-14", agent_context)
 
 
 _CHILD = textwrap.dedent("""

@@ -184,28 +184,9 @@ def postgres_url():
 def test_postgres_checkpointer_resumes_the_conversation(agent_context, postgres_url):
     """Two turns through a Postgres checkpointer, close, reopen with a new one: the same thread goes
     on with its active workflow, stack and slots intact."""
-    from graph.agent import build_agent
-    from graph.chat import run_turn
     from graph.checkpoint import open_checkpointer
-    from test_persistence import booking
+    from test_persistence import check_resume_across_checkpointers
 
-    cfg = {"configurable": {"thread_id": "pg-resume"}}
     with open_checkpointer(postgres_url) as saver:
         assert type(saver).__name__ == "PostgresSaver"
-        graph = build_agent(agent_context, checkpointer=saver)
-        for text in booking("2026-12-23"):
-            run_turn(graph, "pg-resume", text, context=agent_context)
-        before = graph.get_state(cfg).values
-    assert before.get("active_workflow") == "book_table"
-    assert before["progress"]["book_table"]["slots"]["restaurant"] == "Casa Fiorella"
-    with open_checkpointer(postgres_url) as saver:
-        graph = build_agent(agent_context, checkpointer=saver)
-        after = graph.get_state(cfg).values
-        for key in ("active_workflow", "workflow_stack", "progress", "turn"):
-            assert after.get(key) == before.get(key), key
-        assert len(after["messages"]) == len(before["messages"])
-        assert graph.get_state({"configurable": {"thread_id": "never-used"}}).values == {}
-        r = run_turn(graph, "pg-resume", "Anna Smith", context=agent_context, on_interrupt=lambda p: "yes")
-        assert [c["name"] for c in r.tool_calls] == ["book"]
-        assert "Anna Smith" in r.reply
-        assert graph.get_state(cfg).values["turn"] == before["turn"] + 1
+    check_resume_across_checkpointers(postgres_url, "pg-resume", "2026-12-23", agent_context)
