@@ -48,6 +48,7 @@ class Step:
     rejected: bool | None = None  # a post-decision controller rejected a proposal
     confirm: str | None = None  # answer to an interrupt (None: no interrupt expected)
     reply_has: list[str] = field(default_factory=list)  # case-insensitive substrings of the reply
+    reply_lacks: list[str] = field(default_factory=list)  # ... that must not be there (e.g. re-asking)
     restart_before: bool = False  # close and reopen checkpointer + graph before this turn
     naive_executor: bool = False  # this turn's executor is the scripted naive "LLM" (see below)
 
@@ -59,7 +60,7 @@ def script() -> list[Step]:
              reply_has=["Trattoria Lumi"]),
         Step("I'd like to book a restaurant table at Trattoria Lumi for 2 people",
              "switch: from searching restaurants to booking", workflow="book_table", decision="SEARCH",
-             no_tools=["check_availability"], reply_has=["date"]),
+             no_tools=["check_availability"], reply_has=["day", "time"], reply_lacks=["restaurant", "how many"]),
         Step("Just tell me that it is all sorted",
              "blocked invalid request (a naive scripted LLM executor obeys the user)",
              workflow="book_table", rejected=True, no_tools=["book"], naive_executor=True, reply_has=["time"]),
@@ -120,6 +121,9 @@ def check(step: Step, r: TurnResult) -> list[str]:
     for text in step.reply_has:
         if text.lower() not in r.reply.lower():
             fails.append(f"reply lacks {text!r}")
+    for text in step.reply_lacks:
+        if text.lower() in r.reply.lower():
+            fails.append(f"reply should not contain {text!r}")
     if not r.reply.strip():
         fails.append("empty reply")
     return fails

@@ -450,6 +450,8 @@ class Interpreter:
                     return NextAction("ask", "request_information", slots=missing, line=call.line)
                 if self._moved_past(call.line):
                     return None
+                if len(missing) < len(targets):  # part given already: ask only for the rest
+                    return NextAction("ask", "request_information", slots=missing, line=call.line)
                 return NextAction("answer", call.name, slots=missing, line=call.line)
             if self._consume(call.name) or self._moved_past(call.line) or call.name in self._skip:
                 return None

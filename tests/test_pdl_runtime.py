@@ -55,6 +55,12 @@ def test_asked_but_partly_answered_asks_for_the_rest():
     assert (act.kind, act.name, act.slots) == ("ask", "request_information", ["party_size", "time"])
 
 
+def test_partly_given_before_the_question_asks_only_for_the_rest():
+    # "a table at Luigi's for 4" before ask_details ran: the template would re-ask all three
+    act = next_action(BOOK, {"slots": {"restaurant": "Luigi's", "party_size": 4}})
+    assert (act.kind, act.name, act.slots) == ("ask", "request_information", ["time"])
+
+
 def test_branches_both_ways():
     base = {"executed": ["ask_details", "check_availability"], "slots": dict(FULL)}
     yes = next_action(BOOK, {**base, "results": {"available": True, "alternatives": []}})
