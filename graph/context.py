@@ -75,7 +75,3 @@ class Context:
         for f in fields(self):
             if getattr(self, f.name) == f.default:
                 setattr(self, f.name, _env(f.name, f.default))
-
-    @classmethod
-    def from_env(cls, **overrides) -> "Context":
-        return cls(**overrides)

@@ -122,7 +122,8 @@ CUE = re.compile(r"\b(actually|instead|also|another thing|one more thing|somethi
                  r"different|besides|in addition|as well|now i|next|before that|hold on|oh,? wait|quick question)\b",
                  re.I)
 # "where is my order?" asks for a service (tracking), unlike "where is it?" about the current item.
-REQUEST = re.compile(r"\b(where is my|where's my|(what is|what's) the status of my|i (also |really |just |now )?want|i'?d (also |really )?like|i would (also |really )?like|"
+REQUEST = re.compile(r"\b(where is my|where's my|(what is|what's) the status of my|"
+                     r"i (also |really |just |now )?want|i'?d (also |really )?like|i would (also |really )?like|"
                      r"i'?ll like|i'?ll (also )?need|i'?d want|i (also |now )?need|i wanna|i'?m looking|i am looking|looking for|"
                      r"can you|could you|would you|will you|can i|could i|can we|could we|shall we|help me|is it possible|i have to|"
                      r"let'?s|i'?d love|i'?m (trying|hoping|planning)|i am (trying|hoping|planning)|"

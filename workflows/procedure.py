@@ -77,14 +77,7 @@ class Procedure:
 
     def condition_names(self) -> set[str]:
         """Plain names read by conditions (slots or returned values)."""
-        names: set[str] = set()
-        for step in iter_steps(self.steps):
-            tests = [t for t, _, _ in step.branches] if isinstance(step, If) else [step.test] if isinstance(step, While) else []
-            for test in tests:
-                for node in ast.walk(test):
-                    if isinstance(node, ast.Name) and node.id not in (BUILTIN_CONDITION, "True", "False", "None"):
-                        names.add(node.id)
-        return names
+        return {name for name, _ in condition_names_with_lines(self)}
 
 
 def condition_names_with_lines(proc: Procedure) -> list[tuple[str, int]]:
