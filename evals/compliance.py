@@ -29,9 +29,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -444,19 +443,6 @@ def _fabricated_references(trace: list[dict], db_path: str) -> list[str]:
 
 # --- running sessions ----------------------------------------------------------------------------------
 
-@contextmanager
-def controllers_off() -> Iterator[None]:
-    """The ablation: every post-decision check accepts."""
-    from nodes import controller
-
-    saved = controller.CHECKS
-    controller.CHECKS = []
-    try:
-        yield
-    finally:
-        controller.CHECKS = saved
-
-
 def reset_db(pristine: Path, db_path: str) -> None:
     """Overwrite the session database with the seeded copy (same path, so cached resources stay valid)."""
     src, dst = sqlite3.connect(pristine), sqlite3.connect(db_path)
@@ -514,10 +500,10 @@ def run_session(graph, context, script: Script, policy: str, library, pristine: 
 
     def on_update(node, update):
         nonlocal rejections, safe
-        if node == "post_controller" and update.get("attempts") is not None:
+        if node == "post_controller" and update.get("violations"):
             rejections += 1
-            if (update.get("proposal") or {}).get("name") in ("safe_reply", "request_information") \
-                    and str((update.get("proposal") or {}).get("call_id", "")).startswith("safe-"):
+            if (update.get("action") or {}).get("name") in ("safe_reply", "request_information") \
+                    and str((update.get("action") or {}).get("call_id", "")).startswith("safe-"):
                 safe += 1
 
     start = time.perf_counter()
@@ -594,7 +580,9 @@ def run_eval(out: str | Path, *, scripts_dir: str | Path = SCRIPTS_DIR, policies
     for policy in policies:
         from dataclasses import replace
 
+        # the ablation switches every post-decision check off through the context, as a user would
         ctx = replace(base, db_path=db_path, confirm_irreversible=True,
+                      disabled_checks="all" if policy == "scripted-nocontrol" else base.disabled_checks,
                       executor_model=f"registered:{ADVERSARY}" if policy.startswith("scripted") else "offline")
         if policy.startswith("scripted"):
             from graph.models import register_chat_model
@@ -603,20 +591,13 @@ def run_eval(out: str | Path, *, scripts_dir: str | Path = SCRIPTS_DIR, policies
         # a runaway loop (e.g. the adversary with the controllers off) ends as a failed session
         graph = build_agent(ctx, checkpointer=InMemorySaver()).with_config(recursion_limit=RECURSION_LIMIT)
         library = get_resources(ctx).library
-        guard = controllers_off() if policy == "scripted-nocontrol" else _null()
-        with guard:
-            for s in scripts:
-                results.append(run_session(graph, ctx, s, policy, library, pristine))
-                if progress:
-                    progress(results[-1])
+        for s in scripts:
+            results.append(run_session(graph, ctx, s, policy, library, pristine))
+            if progress:
+                progress(results[-1])
     metrics = summarise(results, policies)
     write_report(out, metrics, results, policies)
     return metrics
-
-
-@contextmanager
-def _null() -> Iterator[None]:
-    yield
 
 
 def _mean(xs) -> float:

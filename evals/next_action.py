@@ -118,43 +118,66 @@ def _label_of(proposal: dict) -> str:
 
 
 def evaluate_dialogue(d: dict, library, predict: bool = True) -> list[Turn]:
-    """Gold-history replay of one dialogue; a prediction at every labelled wizard action."""
-    from nodes.executor import decide, interpreter_for, update_progress
+    """Gold-history replay of one dialogue; a prediction at every labelled wizard action.  The user's
+    messages are read into the frame by ``dialogue.turn.read_turn`` and the prediction is the offline
+    executor's ``decide`` — the code the graph's ``apply_commands`` and ``executor`` nodes run."""
+    from dialogue.execution.interpreter import Interpreter
+    from dialogue.execution.policy_offline import decide
+    from dialogue.frames import Frame, new_frame
+    from dialogue.turn import make_env, read_turn
+    from dialogue.understanding.navigation import reading_of
 
+    interps: dict[str, Interpreter] = {}
+
+    def interp_of(name: str) -> Interpreter:
+        if name not in interps:
+            interps[name] = Interpreter(library.workflows[name])
+        return interps[name]
+
+    env = make_env(0, library.workflows, _LazyInterps(interp_of))
     caps = [c["Task"] for c in d["Scenario"].get("WizardCapabilities") or []]
     active = caps[0] if len(caps) == 1 else None
-    progress: dict[str, dict] = defaultdict(dict)
+    frames: dict[str, Frame] = {}
     messages: list = []
     turns: list[Turn] = []
     last_user = ""
+    reading: dict = {}
+
+    def frame_of(name: str) -> Frame:
+        if name not in frames:
+            frames[name] = new_frame(name, 0)
+        return frames[name]
+
+    def read(name: str) -> None:
+        wf = library.workflows[name]
+        stack, _ = read_turn([frame_of(name)], wf, interp_of(name), reading, set(), env)
+        frames[name] = stack[-1]
+
     for i, e in enumerate(d["Events"]):
         agent, action = e.get("Agent"), e.get("Action")
         wf = library.workflows.get(active) if active else None
         if agent == "User" and action == "utter":
             last_user = e.get("Text") or ""
+            reading = reading_of(last_user)
             messages.append(HumanMessage(last_user))
             if wf is not None:
-                update_progress(wf, interpreter_for(wf), progress[active], last_user)
+                read(active)
             continue
         if agent == "Wizard" and action == "select_task":
             active = e.get("Task")
-            wf = library.workflows.get(active)
-            if wf is not None and last_user:  # the new task reads the user's latest message too
-                update_progress(wf, interpreter_for(wf), progress[active], last_user)
+            if active in library.workflows and last_user:  # the new task reads the user's latest message too
+                read(active)
             continue
         if agent == "KnowledgeBase":
             if wf is not None and e.get("APIName") == (wf.apis[0].name if wf.apis else None):
-                p = progress[active]
+                f = frame_of(active)
                 item = e.get("Item") or {}
                 data = {k: v for k, v in item.items() if k != "APIName"}
-                ok = bool(data)
-                if p.get("call_args"):
-                    p["call_args"][-1]["status"] = "ok" if ok else "error"
-                results = dict(p.get("results") or {})
-                results.update(data)
-                p["results"] = results
-                if not ok and p.get("executed") and p["executed"][-1] == e.get("APIName"):
-                    pass  # a failed query still happened: it stays executed (the flowchart branches on it)
+                calls = list(f.get("calls") or [])
+                if calls:
+                    calls[-1] = {**calls[-1], "status": "ok" if data else "error"}
+                # a failed query still happened: it stays executed (the flowchart branches on it)
+                frames[active] = Frame(**{**f, "calls": calls, "results": {**(f.get("results") or {}), **data}})
                 messages.append(ToolMessage(json.dumps(data or {"error": "nothing found"}), tool_call_id=f"q{i}"))
             continue
         if agent != "Wizard":
@@ -167,7 +190,7 @@ def evaluate_dialogue(d: dict, library, predict: bool = True) -> list[Turn]:
             continue
         if wf is None:
             continue
-        p = progress[active]
+        f = frame_of(active)
         if is_query:
             args = _constraints(e)
             gold = query_label(args)
@@ -175,7 +198,7 @@ def evaluate_dialogue(d: dict, library, predict: bool = True) -> list[Turn]:
         else:
             gold, gold_slots = label, []
         if predict:
-            _, proposal = decide(wf, p, messages)
+            proposal = decide(wf, interp_of(active), f, reading, messages, [])
             pred = _label_of(proposal)
             pred_slots = sorted(k for k in (proposal.get("args") or {}) if k != "RequestType") \
                 if proposal.get("kind") == "tool" else []
@@ -184,24 +207,33 @@ def evaluate_dialogue(d: dict, library, predict: bool = True) -> list[Turn]:
         turns.append(Turn(gold=gold, pred=pred, task=active, dialogue=d["DialogueID"], gold_slots=gold_slots,
                           pred_slots=pred_slots))
         # apply the gold action to the history
-        p.setdefault("executed", [])
         if is_query:
             api = e.get("APIName")
-            p["executed"].append(api)
-            p.setdefault("call_args", []).append({"api": api, "args": args, "status": "ok"})
-            p.setdefault("calls", {})[api] = p.get("calls", {}).get(api, 0) + 1
-            slots = p.setdefault("slots", {})
-            for k, v in args.items():
-                if wf.slot(k) is not None and v not in (None, "") and k != "RequestType":
-                    slots[k] = v
+            slots = {**(f.get("slots") or {}), **{k: v for k, v in args.items()
+                                                  if wf.slot(k) is not None and v not in (None, "") and k != "RequestType"}}
+            frames[active] = Frame(**{**f, "executed": [*(f.get("executed") or []), api], "slots": slots,
+                                      "calls": [*(f.get("calls") or []), {"api": api, "args": args, "status": "ok"}]})
             messages.append(AIMessage("", tool_calls=[{"name": api, "args": args, "id": f"q{i}", "type": "tool_call"}]))
         else:
             name = _answer_name(wf, label)
-            p["executed"].append(name)
-            asked = [s for s in interpreter_for(wf).implied_targets(name) if not (p.get("slots") or {}).get(s)]
-            p["pending"] = ",".join(asked) or None
+            asked = [s for s in interp_of(active).implied_targets(name) if not (f.get("slots") or {}).get(s)]
+            frames[active] = Frame(**{**f, "executed": [*(f.get("executed") or []), name], "asked": asked})
             messages.append(AIMessage(e.get("Text") or ""))
     return turns
+
+
+class _LazyInterps(dict):
+    """A mapping that builds an interpreter on first access (a replay touches few of the library's)."""
+
+    def __init__(self, build):
+        super().__init__()
+        self._build = build
+
+    def get(self, key, default=None):
+        try:
+            return self._build(key)
+        except KeyError:
+            return default
 
 
 def prf(gold: list[str], pred: list[str]) -> dict[str, float]:

@@ -1,14 +1,14 @@
 """``flowdesk eval switch``: FlowSwitch turn-level evaluation of switch detection + workflow retrieval.
 
 Protocol (the paper's): at every scored user turn the active workflow is the previous turn's gold.
-The detector (``nodes.detector.decide``, offline policy unless ``--detector-mode`` says otherwise)
+The detector (``dialogue.understanding.policy_llm.decide``, offline policy unless ``--detector-mode`` says otherwise)
 says STAY or SEARCH; on SEARCH the retriever ranks the library with the configured query input and
 the top 5 are the prediction; on STAY the prediction is ``[active]`` (``[]`` when out of scope or no
 workflow is active).  "detector off" retrieves on every turn.
 
 A configuration is ``retriever/strategy/representation/query/detector`` (e.g.
 ``hybrid/flat/text/SelfGen/on``).  A query input ending in ``+ctx`` re-ranks the retriever's top 30 with
-the conversation's context (``nodes.detector.context_rerank``: the active workflow's service/role,
+the conversation's context (``dialogue.understanding.prior.context_rerank``: the active workflow's service/role,
 roles used earlier — the previous turns' golds under this protocol, i.e. the workflows the agent ran —,
 the intent verb and enum values in the turn or the offer it accepts).  ``--configs`` takes ``default``
 (BM25, every query input, detector on/off: the full SGD dev run fits in minutes), ``dense``
@@ -45,7 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 RETRIEVERS = ("bm25", "dense", "hybrid", "hybrid-score")
 STRATEGIES = ("flat", "D>W", "R>W", "D>R>W")
 # ``<kind>+ctx``: the same query, the ranking re-scored with the conversation's context
-# (``nodes.detector.context_rerank``: roles/services used so far, intent verb, enum values).
+# (``dialogue.understanding.prior.context_rerank``: roles/services used so far, intent verb, enum values).
 QUERIES = ("Full", "Last3", "Last2", "Last1", "SelfGen", "Last2+ctx", "Last1+ctx", "SelfGen+ctx")
 REPRESENTATIONS = ("text", "code", "flowchart", "summary")
 BASELINE = "bm25/flat/text/Last1/off"
@@ -120,7 +120,7 @@ class PreparedTurn:
     index: int  # position in the dialogue's turns
     gold: str | None
     prev_gold: str | None
-    verdict: Any  # nodes.detector.Verdict
+    verdict: Any  # dialogue.understanding.policy_offline.Verdict
     detector_ms: float
     queries: dict[str, str]  # by base query kind (no "+ctx")
     seen: tuple[str, ...] = ()  # workflows of earlier user turns (the conversation's context)
@@ -140,7 +140,10 @@ def _messages(dlg: Dialogue):
 def prepare(dialogues: list[Dialogue], library, retriever, kinds: set[str], detector_mode: str = "offline",
             model=None, params=None, progress=None) -> list[PreparedTurn]:
     from memory.queries import build_query
-    from nodes.detector import DEFAULT_PARAMS, decide, rerank_text, retriever_scorer
+    from dialogue.understanding.policy_llm import decide
+    from dialogue.understanding.policy_offline import DEFAULT_PARAMS
+    from dialogue.understanding.prior import rerank_text
+    from nodes.detector import retriever_scorer
 
     score = retriever_scorer(retriever)
     bases = {base_kind(k) for k in kinds}
@@ -186,7 +189,7 @@ def run_config(cfg: Config, turns: list[PreparedTurn], retriever, cache: dict, t
                oos_labels: bool = True, prior=None) -> list[TurnRecord]:
     """Per-turn records of one configuration.  ``oos_labels=False`` (STAR: no "no task" gold) reads an
     out-of-scope verdict as what the agent does with it — keep the active workflow."""
-    from nodes.detector import DEFAULT_PRIOR, context_rerank
+    from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank
 
     prior = prior or DEFAULT_PRIOR
     with_ctx = cfg.query.endswith("+ctx")
@@ -246,7 +249,7 @@ def tune(turns: list[PreparedTurn], retriever=None, objective_config: str = "bm2
 
     import numpy as np
 
-    from nodes.detector import DEFAULT_PARAMS
+    from dialogue.understanding.policy_offline import DEFAULT_PARAMS
 
     def flagged(t):
         return t.verdict.action == "SEARCH" or (t.verdict.out_of_scope and t.prev_gold is not None)

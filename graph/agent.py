@@ -2,17 +2,17 @@
 
 ``build_agent(context, checkpointer, store)`` returns the compiled graph::
 
-    START → detector → resume ─STAY──────────────────────────────────→ experience
-                         ├─SEARCH→ router → retriever ─(clear)─────→ experience
-                         │                      └─(too close)→ clarify → experience
-                         └─(resumed, next step is a question)──────→ post_controller
-    experience → pre_controller → executor → post_controller
-                   ↑                 ↑            ├─ rejected, retry → executor
-                   └──── tools ←─────┼────────────├─ tool call → tools
-                                                  └─ reply → respond → END
+    START → detector ─STAY────────────────────────────────────→ apply_commands
+               └─SEARCH→ router → retriever ─(found)──────────→ apply_commands
+                                      └─(too close)→ clarify ─→ apply_commands
+    apply_commands → experience → pre_controller → executor → post_controller
+                                     ↑                ↑            ├─ rejected, retry → executor
+                                     └──── tools ←────┼────────────├─ tool call → tools
+                                                                   └─ reply → respond → END
 
-``resume`` takes a workflow back from ``workflow_stack`` when the user asks to return to it
-(turning the detector's SEARCH into STAY).  Only wiring lives here.  Two guards wrap the nodes:
+The detector reads the turn into commands (its STAY/SEARCH is the first conditional edge); the
+retriever or clarify resolve a search into a StartFlow; ``apply_commands`` applies them to the
+dialogue stack.  Only wiring lives here.  Two guards wrap the nodes:
 every node sees a ``Context`` (the one given to ``build_agent``, the run's ``context=``, or the
 environment's), and the first node of a turn checks the input and the configuration, so bad input
 fails with a message naming the field before any node changes the state.
@@ -23,15 +23,17 @@ from __future__ import annotations
 import functools
 import typing
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from workflows.text import message_text
+
 from .context import Context
 from .models import ModelConfigError, chat_model
-from .state import InputState, OutputState, State
+from .state import InputState, OutputState, State, decision, turn_commands
 
 MAX_MESSAGE_CHARS = 20_000  # longer user messages are refused (embedding/LLM inputs stay bounded)
 MODEL_FIELDS = ("detector_model", "router_model", "executor_model")
@@ -62,19 +64,12 @@ def check_context(context: Context) -> None:
             raise AgentConfigError(f"{name}: {getattr(context, name)!r} is not one of {list(choices)}")
 
 
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-
-
 def check_input(state: dict) -> None:
     """The turn's user message must be non-empty and bounded."""
     messages = state.get("messages") or []
     if not messages or not isinstance(messages[-1], HumanMessage):
         raise AgentInputError("messages: a turn starts with a user message (role 'user'/'human')")
-    text = _text(messages[-1])
+    text = message_text(messages[-1])
     if not text.strip():
         raise AgentInputError("messages[-1].content: the user message is empty")
     if len(text) > MAX_MESSAGE_CHARS:
@@ -100,29 +95,25 @@ def _with_context(fn: Callable, default: Context | None, *, first: bool = False)
     return node
 
 
-def _after_detector(state: State) -> str:
-    return "router" if state.get("decision") == "SEARCH" else "experience"
+def after_detector(state: State) -> Literal["router", "apply_commands"]:
+    """STAY → apply the turn's commands; SEARCH → find the workflow first."""
+    return "router" if decision(turn_commands(state)) == "SEARCH" else "apply_commands"
 
 
-def _after_resume(state: State) -> str:
-    if state.get("resumed") and state.get("proposal"):
-        return "post_controller"  # the resume node proposed the resumed workflow's next question
-    return _after_detector(state)
-
-
-def _after_retriever(state: State) -> str:
-    return "clarify" if state.get("clarify") else "experience"
+def after_retriever(state: State) -> Literal["clarify", "apply_commands"]:
+    last = turn_commands(state)[-1:]
+    return "clarify" if last and last[0].get("command") == "clarify" else "apply_commands"
 
 
 def build_agent(context: Context | None = None, checkpointer=None, store=None):
     """Compile the agent.  ``context`` is the default for runs that pass none (``context=`` wins)."""
+    from nodes.apply_commands import apply_commands
     from nodes.clarify import clarify
     from nodes.controller import post_controller, pre_controller, route_after_post
     from nodes.detector import detector
     from nodes.executor import executor
     from nodes.experience import experience
     from nodes.respond import respond
-    from nodes.resume import resume
     from nodes.retriever import retriever
     from nodes.router import router
     from nodes.tools import tools
@@ -133,10 +124,10 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
 
     g = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     g.add_node("detector", _with_context(detector, context, first=True))
-    g.add_node("resume", wrap(resume))
     g.add_node("router", wrap(router))
     g.add_node("retriever", wrap(retriever))
     g.add_node("clarify", wrap(clarify))
+    g.add_node("apply_commands", wrap(apply_commands))
     g.add_node("experience", wrap(experience))
     g.add_node("pre_controller", wrap(pre_controller))
     g.add_node("executor", wrap(executor))
@@ -145,31 +136,15 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
     g.add_node("respond", wrap(respond))
 
     g.add_edge(START, "detector")
-    g.add_edge("detector", "resume")
-    g.add_conditional_edges("resume", _after_resume, ["router", "experience", "post_controller"])
+    g.add_conditional_edges("detector", after_detector, ["router", "apply_commands"])
     g.add_edge("router", "retriever")
-    g.add_conditional_edges("retriever", _after_retriever, ["clarify", "experience"])
-    g.add_edge("clarify", "experience")
+    g.add_conditional_edges("retriever", after_retriever, ["clarify", "apply_commands"])
+    g.add_edge("clarify", "apply_commands")
+    g.add_edge("apply_commands", "experience")
     g.add_edge("experience", "pre_controller")
     g.add_edge("pre_controller", "executor")
     g.add_edge("executor", "post_controller")
-    g.add_conditional_edges("post_controller", _wrap_route(route_after_post, context),
-                            ["executor", "tools", "respond"])
+    g.add_conditional_edges("post_controller", route_after_post, ["executor", "tools", "respond"])
     g.add_edge("tools", "pre_controller")
     g.add_edge("respond", END)
     return g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
-
-
-def _wrap_route(route: Callable, default: Context | None) -> Callable:
-    """Conditional-edge functions may take (state) or (state, runtime); give them a Context too."""
-    import inspect
-
-    params = inspect.signature(route).parameters
-    if len(params) < 2:
-        return route
-
-    def route_after_post(state: State, runtime: Runtime[Context]) -> str:
-        ctx = runtime.context or default or Context()
-        return route(state, runtime.override(context=ctx))
-
-    return route_after_post

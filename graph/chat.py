@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .agent import MAX_MESSAGE_CHARS, AgentConfigError, AgentInputError, check_context
 from .context import Context
+from .state import active_workflow, decision, interrupted_workflows
 
 
 @dataclass
@@ -33,6 +34,7 @@ class TurnResult:
     candidates: list[dict] = field(default_factory=list)
     clarify: list[str] = field(default_factory=list)
     violations: list[dict] = field(default_factory=list)
+    commands: list[dict] = field(default_factory=list)  # the turn's commands (dialogue.commands)
     tool_calls: list[dict] = field(default_factory=list)  # {"name", "args", "result"}
     interrupts: list[tuple[Any, Any]] = field(default_factory=list)  # (payload, answer)
     active_workflow: str | None = None
@@ -56,12 +58,14 @@ def _collect(result: TurnResult, node: str, update: dict | None, on_reply: Calla
     if not update:
         return
     if node == "detector":
-        result.decision = update.get("decision", result.decision)
+        result.decision = decision(update.get("commands"))
         result.search_query = update.get("search_query", result.search_query) or ""
+    result.commands += [c for c in update.get("commands") or [] if c not in result.commands]
     if "candidates" in update:
         result.candidates = list(update.get("candidates") or [])
-    if update.get("clarify"):
-        result.clarify = list(update["clarify"])
+    for c in update.get("commands") or []:
+        if c.get("command") == "clarify":
+            result.clarify = list(c.get("options") or [])
     if node == "post_controller":
         for v in update.get("violations") or []:
             if v not in result.violations:
@@ -110,8 +114,8 @@ def run_turn(graph, thread_id: str, text: str, *, context: Context | None = None
         payload = Command(resume=answer)
     result.latency_ms = (time.perf_counter() - start) * 1000
     values = graph.get_state(config).values
-    result.active_workflow = values.get("active_workflow")
-    result.workflow_stack = list(values.get("workflow_stack") or [])
+    result.active_workflow = active_workflow(values)
+    result.workflow_stack = interrupted_workflows(values)
     return result
 
 
@@ -170,8 +174,8 @@ def chat(thread: str | None = None, library: str | None = None, trace: bool = Fa
         console.print(Panel(f"thread [bold]{thread}[/] ({'resumed, ' + str(len(values['messages'])) + ' messages' if resumed else 'new'})"
                             f" — library {context.library}\n/quit to leave; come back with --thread {thread}",
                             title="flowdesk chat", border_style="cyan"))
-        if resumed and values.get("active_workflow"):
-            console.print(f"[dim]active workflow: {values['active_workflow']}  stack: {values.get('workflow_stack') or []}[/]")
+        if resumed and active_workflow(values):
+            console.print(f"[dim]active workflow: {active_workflow(values)}  stack: {interrupted_workflows(values)}[/]")
         while True:
             try:
                 text = console.input("[bold green]you[/] > ")

@@ -11,7 +11,7 @@ for _k, _v in (("ANONYMIZED_TELEMETRY", "False"), ("ORT_DISABLE_TELEMETRY", "1")
 import typer  # noqa: E402
 
 from evals.cli import app as eval_app  # noqa: E402
-from memory.cli import index_command  # noqa: E402
+from graph.index_cli import index_command  # noqa: E402
 from workflows.cli import import_app, workflows_app  # noqa: E402
 
 app = typer.Typer(help="flowdesk: a workflow agent that follows business workflows yet talks like people.",

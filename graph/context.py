@@ -69,6 +69,15 @@ class Context:
     confirm_irreversible: bool = field(default=True, metadata={
         "description": "Ask the user (LangGraph interrupt) before an irreversible tool runs."})
     experience: bool = field(default=False, metadata={"description": "Inject WISE-Flow experience guidance when a store exists."})
+    disabled_checks: str = field(default="", metadata={
+        "description": "Post-decision checks switched off, comma-separated names (evaluations' ablations; 'all' = every check)."})
+
+    @property
+    def disabled_check_names(self) -> frozenset[str]:
+        from dialogue.control.checks import CHECKS
+
+        names = {n.strip() for n in self.disabled_checks.split(",") if n.strip()}
+        return frozenset(CHECKS) if "all" in names else frozenset(names)
 
     def __post_init__(self) -> None:
         # Environment overrides only fields left at their class default.

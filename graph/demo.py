@@ -29,6 +29,7 @@ from rich.rule import Rule
 
 from .chat import TurnResult, interrupt_question, print_trace, run_turn
 from .context import Context
+from .state import active_workflow
 
 THREAD = "demo"
 DEFAULT_WORKDIR = Path(".flowdesk") / "demo"
@@ -168,7 +169,7 @@ def run_script(steps: list[Step], workdir: Path, console: Console, trace: bool =
                 graph = build_agent(context, checkpointer=saver)
                 snap = graph.get_state({"configurable": {"thread_id": THREAD}}).values
                 console.print(f"[dim]thread {THREAD!r} reloaded: {len(snap.get('messages') or [])} messages, "
-                              f"active workflow {snap.get('active_workflow')!r}[/]")
+                              f"active workflow {active_workflow(snap)!r}[/]")
             console.print(Rule(f"[bold]{i}. {step.title}[/]", style="dim"))
             console.print(f"[bold green]user[/]  > {step.say}")
 

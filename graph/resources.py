@@ -1,69 +1,123 @@
-"""What nodes need at run time, built once per configuration: the library, the retriever,
-the tool runner and the chat models.  Nodes never open a store themselves; they call
-``get_resources(runtime.context)``.
+"""What nodes need at run time, built once per configuration and never changed afterwards: the
+library, the repair patterns, one parsed interpreter per workflow, the retriever, the tool runner and
+the chat models.  Nodes call ``get_resources(runtime.context)``; two runs with different contexts get
+different ``Resources`` (the cache key is every field the resources are built from), and no run's
+settings are ever written onto a shared object.
 """
 
 from __future__ import annotations
 
 import threading
 from functools import cached_property
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
-from workflows.library import Library, load_library
+from workflows.library import Library, bundled_patterns_path, load_library
+from workflows.pdl import Workflow
 
 from .context import Context
 from .models import chat_model
 
 _CACHE: dict[tuple, "Resources"] = {}
 _LOCK = threading.Lock()
+MODEL_ROLES = ("detector", "router", "executor")
+# the Context fields the resources are built from (the rest are per-run thresholds nodes read directly)
+_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url")
+_MODELS: dict[tuple[str, str, str], Any] = {}
 
 
 class Resources:
-    def __init__(self, context: Context):
-        self.context = context
+    """Immutable after construction; the heavy parts (index, embedder) load on first use, once."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self.settings = MappingProxyType(dict(settings))
+        self._lock = threading.Lock()
 
     @cached_property
     def library(self) -> Library:
-        return load_library(self.context.library)
+        return load_library(self.settings["library"])
+
+    @cached_property
+    def patterns(self) -> Library:
+        return load_library(bundled_patterns_path())
+
+    @cached_property
+    def interpreters(self) -> Mapping[str, Any]:
+        """One parsed procedure per workflow (library and patterns), shared by every run."""
+        from dialogue.execution.interpreter import Interpreter
+
+        wfs = {**self.patterns.workflows, **self.library.workflows}
+        return MappingProxyType({name: Interpreter(wf) for name, wf in wfs.items()})
+
+    def workflow(self, name: str | None) -> Workflow | None:
+        if not name:
+            return None
+        return self.library.workflows.get(name) or self.patterns.workflows.get(name)
 
     @cached_property
     def retriever(self):
         from memory.retrieval import build_retriever
 
-        return build_retriever(self.library, self.context)
+        with self._lock:
+            return build_retriever(self.library, Context(**{k: self.settings[k] for k in
+                                                            ("library", "store_dir", "chroma_url", "embedding",
+                                                             "base_url")}), progress=index_progress())
+
 
     @cached_property
     def tools(self):
         from workflows.bindings import ToolRunner
 
-        return ToolRunner(self.context)
-
-    @cached_property
-    def experience(self):
-        """WISE-Flow experience store (``search(query, k) -> list[str]``) or None until one is induced."""
-        try:
-            from memory.experience import open_experience_store
-        except ImportError:
-            return None
-        return open_experience_store(self.context)
-
-    def model(self, role: str) -> Any | None:
-        """Chat model for a role (detector, router, executor, ...) or None for the offline policy."""
-        return chat_model(getattr(self.context, f"{role}_model", "offline"), self.context.base_url,
-                          field=f"{role}_model")
+        return ToolRunner(Context(db_path=self.settings["db_path"], tool_timeout=self.settings["tool_timeout"]))
 
 
-def _key(context: Context) -> tuple:
-    return (context.library, context.store_dir, context.chroma_url, context.db_path, context.embedding,
-            context.retriever, context.fusion, context.strategy, context.representation, context.top_k_upper, context.top_k)
+
+def model_for(context: Context | None, role: str) -> Any | None:
+    """The chat model of a role (detector, router, executor) under ``context``, or None for the offline
+    policy.  Built once per (spec, endpoint) and shared; a run's models never touch ``Resources``."""
+    context = context or Context()
+    spec, base_url = getattr(context, f"{role}_model", "offline"), context.base_url
+    key = (role, spec, base_url)
+    with _LOCK:
+        if key not in _MODELS or spec.startswith("registered:"):
+            _MODELS[key] = chat_model(spec, base_url, field=f"{role}_model")
+        return _MODELS[key]
 
 
 def get_resources(context: Context | None) -> Resources:
     context = context or Context()
-    key = _key(context)
+    settings = {name: getattr(context, name) for name in _BUILT_FROM}
+    key = tuple(sorted(settings.items()))
     with _LOCK:
         res = _CACHE.get(key)
         if res is None:
-            res = _CACHE[key] = Resources(context)
-    res.context = context  # thresholds and models may differ per run; the heavy parts are shared
+            res = _CACHE[key] = Resources(settings)
     return res
+
+
+def clear_resources() -> None:
+    """Forget every built configuration (tests that change a library on disk)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def index_progress():
+    """A progress callback for the first index build of a library (it can take a while): a rich bar on
+    an interactive terminal, else None.  The callback's shape is ``memory.store``'s."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    state = {"shown": False}
+
+    def report(collection: str, done: int, total: int) -> None:
+        if total and not state["shown"]:
+            console.print("[dim]Indexing the workflow library for search (first use only)...[/]")
+            state["shown"] = True
+        if total:
+            console.print(f"[dim]  {collection}: {done}/{total} documents embedded[/]")
+
+    return report

@@ -1,16 +1,38 @@
 """The agent's state, field by field (what Studio shows for every thread).
 
-Nodes return partial updates. ``messages`` and ``trace`` accumulate through reducers; every
-other field is replaced by the node that owns it.
+Every field has one owner (the node that writes it) and one reducer (how a write is merged); nodes
+return only their change.  Per-turn lists (``commands``, ``violations``) carry the turn number and
+their reducer keeps the newest turn's; ``stack`` is changed through operations that ``merge_stack``
+applies (see ``dialogue.frames``).
+
+| field | owner(s) | reducer |
+|---|---|---|
+| messages | caller (user), tools, respond | ``add_messages`` |
+| turn | detector | replace |
+| reading | detector | replace |
+| commands | detector; retriever, clarify (resolve the search); apply_commands (slot commands) | ``this_turn`` |
+| search_query, user_intention | detector | replace |
+| route | router | replace |
+| candidates | retriever | replace |
+| stack | apply_commands (frame lifecycle), tools (call outcomes), respond (replies) | ``merge_stack`` ops |
+| experience | experience | replace |
+| hints | pre_controller | replace |
+| proposal | executor | replace |
+| violations | post_controller | ``this_turn`` |
+| action | post_controller (the accepted proposal, or the safe reply; None = retry) | replace |
+| trace | every node that logs an event | ``bounded_trace`` (latest 200) |
 """
 
 from __future__ import annotations
 
-import operator
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+
+from dialogue.frames import Frame, bounded_trace, merge_stack, this_turn
+
+SCHEMA_VERSION = 2  # 1: active_workflow/workflow_stack/progress (before the dialogue stack)
 
 
 class Candidate(TypedDict, total=False):
@@ -24,33 +46,23 @@ class Candidate(TypedDict, total=False):
     level: str  # strategy that produced it: "flat" | "D>W" | "R>W" | "D>R>W"
 
 
-class Progress(TypedDict, total=False):
-    """Where one workflow instance stands (kept while the workflow is on the stack)."""
-
-    executed: list[str]  # completed nodes (API and ANSWER names) in order
-    slots: dict[str, Any]  # filled slot values
-    results: dict[str, Any]  # values returned by APIs (name -> value), latest wins
-    calls: dict[str, int]  # API name -> times called
-    call_args: list[dict[str, Any]]  # [{"api": name, "args": {...}}] every call made, in order
-    pending: str | None  # the node the workflow is waiting on (e.g. the question just asked)
-    done: bool  # the procedure reached its end
-
-
 class Proposal(TypedDict, total=False):
-    """The executor's proposed next action."""
+    """An action: a tool call or a reply."""
 
     kind: Literal["tool", "reply"]
     name: str  # API name (tool) or ANSWER name (reply)
-    args: dict[str, Any]  # tool arguments
+    args: dict[str, Any]  # tool arguments (reply: {"slots": [...]} it asks for)
     text: str  # reply text shown to the user
     call_id: str
+    completes: bool  # sending this reply completes the workflow instance
 
 
-class Verdict(TypedDict, total=False):
-    controller: str  # which post-decision check spoke
-    ok: bool
-    reason: str
-    proposal: Proposal
+class Reading(TypedDict, total=False):
+    """What the user's turn says whatever the workflow (control data: never a slot)."""
+
+    text: str
+    yesno: bool | None
+    info_missing: bool  # "I don't know" / "no idea"
 
 
 class InputState(TypedDict):
@@ -60,27 +72,55 @@ class InputState(TypedDict):
 
 
 class State(InputState, total=False):
-    active_workflow: str | None  # the workflow being executed (``w_a``)
-    workflow_stack: list[str]  # interrupted workflows to offer to resume, most recent last
-    decision: Literal["STAY", "SEARCH"] | None  # the detector's verdict for this turn
+    turn: int  # user turns so far
+    version: int  # state schema version (SCHEMA_VERSION)
+    reading: Reading
+    commands: Annotated[list[dict[str, Any]], this_turn]  # the turn's commands (dialogue.commands)
     search_query: str  # the detector's self-generated query (on SEARCH)
     user_intention: str  # the detector's one-line reading of what the user wants
     route: dict[str, list[str]]  # the router's pick: {"domains": [...], "roles": [...]} (empty = flat)
     candidates: list[Candidate]  # ranked workflows from the last search
-    clarify: list[str]  # set when the top candidates are too close to call: ask between these
-    progress: dict[str, Progress]  # per workflow name
-    guidance: dict[str, Any]  # {"hints": [...pre-decision hints], "experience": "..."}
+    stack: Annotated[list[Frame], merge_stack]  # the dialogue stack; the last frame is the active workflow
+    experience: str  # WISE-Flow experience block for this step ("" when none)
+    hints: list[str]  # pre-decision hints for this step
     proposal: Proposal | None  # the executor's proposed action this step
-    violations: list[Verdict]  # post-decision rejections in this turn (reset each turn)
-    attempts: int  # rejected proposals in this turn
-    turn: int  # user turns so far
-    trace: Annotated[list[dict[str, Any]], operator.add]  # event stream (user/assistant/environment)
-    resumed: str | None  # workflow taken back from workflow_stack this turn (set by the resume node)
+    violations: Annotated[list[dict[str, Any]], this_turn]  # post-decision rejections in this turn
+    action: Proposal | None  # what passed the post-decision gate (None: rejected, the executor retries)
+    trace: Annotated[list[dict[str, Any]], bounded_trace]  # event stream (user/assistant/environment)
 
 
 class OutputState(TypedDict, total=False):
     messages: list[AnyMessage]
-    active_workflow: str | None
-    decision: Literal["STAY", "SEARCH"] | None
+    stack: list[Frame]
+    commands: list[dict[str, Any]]
     candidates: list[Candidate]
-    violations: list[Verdict]
+    violations: list[dict[str, Any]]
+
+
+def active_workflow(state: dict) -> str | None:
+    """The active workflow's name (a view of the stack, for callers and evaluations)."""
+    stack = state.get("stack") or []
+    return stack[-1]["workflow"] if stack and stack[-1].get("status") in ("active", "done") else None
+
+
+def interrupted_workflows(state: dict) -> list[str]:
+    """Interrupted workflows that can be resumed, oldest first (a view of the stack)."""
+    return [f["workflow"] for f in (state.get("stack") or [])[:-1] if f.get("status") == "interrupted"]
+
+
+def turn_commands(state: dict) -> list[dict[str, Any]]:
+    """The current turn's commands (the reducer keeps the newest turn's, which lags until the detector
+    of a new turn has written one)."""
+    turn = int(state.get("turn") or 0)
+    return [c for c in state.get("commands") or [] if int(c.get("turn") or 0) == turn]
+
+
+def decision(commands: list[dict[str, Any]] | None) -> Literal["STAY", "SEARCH"]:
+    """The detector's visible decision: SEARCH when the turn asks to find a workflow."""
+    return "SEARCH" if any(c.get("command") == "start_flow" and not c.get("workflow") for c in commands or []) \
+        else "STAY"
+
+
+def frame_for(state: dict, workflow: str) -> dict:
+    """The latest frame of ``workflow`` on the stack ({} when there is none) — a view for callers."""
+    return next((f for f in reversed(state.get("stack") or []) if f.get("workflow") == workflow), {})

@@ -293,8 +293,8 @@ class WorkflowRetriever:
 
     def route(self, query: str, *, strategy: str | None = None, top_k_upper: int | None = None,
               router_model: Any = None, retries: int = 2) -> dict[str, list[str]]:
-        """Upper layers for a strategy. ``router_model``: a chat model or a ``provider:model`` spec;
-        None uses ``context.router_model`` (``offline`` = embeddings)."""
+        """Upper layers for a strategy. ``router_model``: a chat model object (the LLM router), or None
+        for the embedding router."""
         strategy = strategy or self.context.strategy
         k = top_k_upper or self.context.top_k_upper
         if strategy == "flat":
@@ -302,11 +302,8 @@ class WorkflowRetriever:
             return {"domains": [], "roles": []}
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
-        if router_model is None or isinstance(router_model, str):
-            from graph.models import chat_model
-
-            spec = router_model if isinstance(router_model, str) else self.context.router_model
-            router_model = chat_model(spec, getattr(self.context, "base_url", ""), field="router_model")
+        if isinstance(router_model, str):
+            raise TypeError("route(router_model=...) takes a chat model object; build it with graph.models.chat_model")
         source = "llm" if router_model is not None else "embedding"
 
         def pick(collection: str, within: list[str] | None) -> list[str]:
@@ -337,8 +334,7 @@ def build_retriever(library, context, *, formats=FORMATS, progress=None) -> Work
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None and hit[0] is library:
-            hit[1].context = context
-            return hit[1]
+            return hit[1]  # shared by every run: never given a run's settings (callers pass them per call)
         ns = library_namespace(library)
         # A short wait covers a `flowdesk index` finishing; a long-running holder gets StoreLockedError.
         store = WorkflowStore(context.store_dir, context.embedding, base_url=getattr(context, "base_url", ""),

@@ -3,13 +3,12 @@
 FlowSwitch lists interactive clarification for ambiguous intents as future work; here it is a
 LangGraph ``interrupt``: the question and the options go to the caller (CLI, Studio, SDK), the
 answer comes back with ``Command(resume=...)`` — an option number ("2"), a workflow name, or any
-text, matched by word overlap with the options' names and descriptions.  The chosen workflow
-becomes active; an unfinished previous one is pushed on ``workflow_stack`` (as the retriever does).
+text, matched by word overlap with the options' names and descriptions.  The choice is appended to
+the turn's commands as ``StartFlow(workflow=...)``; ``apply_commands`` makes it active.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -17,13 +16,12 @@ from langgraph.types import interrupt
 
 from graph.context import Context
 from graph.resources import get_resources
-from graph.state import State
-
-_WORD = re.compile(r"[a-z0-9]+")
-
+from dialogue.commands import StartFlow, dump
+from graph.state import State, turn_commands
+from workflows.text import words
 
 def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower().replace("_", " ")))
+    return set(words(text.replace("_", " ")))
 
 
 def choose(answer: Any, options: list[str], describe: dict[str, str]) -> str | None:
@@ -49,7 +47,7 @@ def choose(answer: Any, options: list[str], describe: dict[str, str]) -> str | N
 
 
 def clarify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    options = list(state.get("clarify") or [])
+    options = next((c["options"] for c in reversed(turn_commands(state)) if c.get("command") == "clarify"), [])
     lib = get_resources(runtime.context).library
     describe = {o: lib.workflows[o].description if o in lib.workflows else "" for o in options}
     lines = [f"{i}. {lib.workflows[o].display_name if o in lib.workflows else o} — {describe[o]}"
@@ -57,15 +55,7 @@ def clarify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = "I can help with several things here. Which one do you mean?\n" + "\n".join(lines)
     answer = interrupt({"kind": "clarify", "question": question, "options": options})
     picked = choose(answer, options, describe) or options[0]
-    update: dict[str, Any] = {"clarify": [], "active_workflow": picked,
-                              "trace": [{"event": "user", "type": "clarify", "answer": str(answer),
-                                         "workflow": picked}]}
-    previous = state.get("active_workflow")
-    progress = (state.get("progress") or {}).get(previous or "", {})
-    old_stack = list(state.get("workflow_stack") or [])
-    stack = [w for w in old_stack if w != picked]  # resuming takes it off the stack
-    if previous and previous not in options and not progress.get("done") and previous not in stack:
-        stack.append(previous)
-    if stack != old_stack:
-        update["workflow_stack"] = stack
-    return update
+    turn = int(state.get("turn") or 0)
+    return {"commands": dump([StartFlow(workflow=picked, turn=turn, source="clarify")]),
+            "trace": [{"event": "user", "type": "clarify", "answer": str(answer), "workflow": picked, "turn": turn}]}
+

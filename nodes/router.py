@@ -13,29 +13,23 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from graph.context import Context
-from graph.resources import get_resources
+from graph.resources import get_resources, model_for
 from graph.state import State
+from workflows.text import last_user_text
 
 
 def query_of(state: State) -> str:
     """The detector's self-generated query, or the last user message when there is none."""
-    query = (state.get("search_query") or "").strip()
-    if query:
-        return query
-    for msg in reversed(state.get("messages") or []):
-        if getattr(msg, "type", "") == "human":
-            content = msg.content
-            return content if isinstance(content, str) else " ".join(
-                p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return ""
+    return (state.get("search_query") or "").strip() or last_user_text(state.get("messages") or [])
+
+
+def route_for(state: State, ctx: Context) -> dict[str, list[str]]:
+    if ctx.strategy == "flat":
+        return {"domains": [], "roles": []}
+    res = get_resources(ctx)
+    return res.retriever.route(query_of(state), strategy=ctx.strategy, top_k_upper=ctx.top_k_upper,
+                               router_model=model_for(ctx, "router"))
 
 
 def router(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    ctx = runtime.context
-    if ctx.strategy == "flat":
-        return {"route": {"domains": [], "roles": []}}
-    res = get_resources(ctx)
-    # Everything passed explicitly: the cached retriever may have been built under another context.
-    route = res.retriever.route(query_of(state), strategy=ctx.strategy, top_k_upper=ctx.top_k_upper,
-                                router_model=res.model("router") or "offline")
-    return {"route": route}
+    return {"route": route_for(state, runtime.context)}

@@ -2,15 +2,14 @@
 
 Irreversible APIs (``api.irreversible`` with ``context.confirm_irreversible``) first ask the user
 through a LangGraph ``interrupt``; a "no" cancels that call (recorded, never run).  The outcome —
-success, tool error or cancellation — is written to ``progress`` (executed only on success),
-to ``messages`` (an AIMessage carrying the tool call + its ToolMessage) and to ``trace`` as an
-environment event.  Tool errors never crash the graph.
+success, tool error or cancellation — goes to the active frame as a ``call`` stack operation
+(executed and results only on success), to ``messages`` (an AIMessage carrying the tool call + its
+ToolMessage) and to ``trace`` as an environment event.  Tool errors never crash the graph.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -19,12 +18,11 @@ from langgraph.types import interrupt
 
 from graph.context import Context
 from graph.resources import get_resources
+from dialogue.frames import top
 from graph.state import State
+from workflows.text import CONFIRM_WORDS, REFUSE_WORDS, words
 from workflows.pdl import Api
 
-_YES = {"yes", "y", "yeah", "yep", "sure", "ok", "okay", "confirm", "confirmed", "go", "proceed", "please",
-        "correct", "absolutely", "definitely", "do"}
-_NO = {"no", "n", "nope", "don't", "dont", "not", "cancel", "stop", "wait", "never", "abort"}
 
 
 def confirmed(answer: Any) -> bool:
@@ -36,8 +34,8 @@ def confirmed(answer: Any) -> bool:
             if key in answer:
                 return confirmed(answer[key])
         return False
-    words = set(re.findall(r"[a-z']+", str(answer or "").lower()))
-    return bool(words & _YES) and not (words & _NO)
+    said = set(words(str(answer or "")))
+    return bool(said & CONFIRM_WORDS) and not (said & REFUSE_WORDS)
 
 
 def confirmation_question(api: Api, args: dict) -> str:
@@ -48,17 +46,16 @@ def confirmation_question(api: Api, args: dict) -> str:
 
 def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
-    proposal = dict(state.get("proposal") or {})
-    if proposal.get("kind") != "tool":
+    action = dict(state.get("action") or {})
+    if action.get("kind") != "tool":
         return {}
-    name, args = proposal.get("name", ""), dict(proposal.get("args") or {})
-    call_id = proposal.get("call_id") or f"call-{name}"
-    wf_name = state.get("active_workflow") or ""
+    name, args = action.get("name", ""), dict(action.get("args") or {})
+    call_id = action.get("call_id") or f"call-{name}"
     res = get_resources(ctx)
-    wf = res.library.workflows.get(wf_name)
-    all_progress = dict(state.get("progress") or {})
-    progress = dict(all_progress.get(wf_name) or {})
-    turn = state.get("turn") or 0
+    frame = top(state.get("stack"))
+    wf = res.library.workflows.get(frame["workflow"]) if frame else None
+    wf_name = wf.name if wf is not None else ""
+    turn = int(state.get("turn") or 0)
     api = wf.api(name) if wf else None
 
     status, data, error, elapsed = "ok", {}, None, 0.0
@@ -75,25 +72,17 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             result_ok, data, error, elapsed = result.ok, result.data, result.error, result.elapsed_ms
         status = "ok" if result_ok else "error"
 
-    calls = dict(progress.get("calls") or {})
-    call_args = list(progress.get("call_args") or [])
-    call_args.append({"api": name, "args": args, "status": status, "turn": turn})
-    if status != "cancelled":
-        calls[name] = calls.get(name, 0) + 1
-    if status == "ok":
-        progress["executed"] = list(progress.get("executed") or []) + [name]
-        results = dict(progress.get("results") or {})
-        results.update(data)  # returned values by name, latest wins (templates and conditions read these)
-        progress["results"] = results
-    progress.update(calls=calls, call_args=call_args)
-    all_progress[wf_name] = progress
-
+    update: dict[str, Any] = {}
+    if frame is not None:
+        update["stack"] = [{"op": "call", "frame": frame["id"], "result": data if status == "ok" else {},
+                            "call": {"api": name, "args": args, "status": status, "turn": turn, "key": call_id}}]
     content = json.dumps(data if status == "ok" else {"error": error, **{k: v for k, v in data.items() if k != "error"}},
                          default=str, ensure_ascii=False)
-    messages = [
+    update["messages"] = [
         AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}]),
         ToolMessage(content=content, tool_call_id=call_id, name=name, status="success" if status == "ok" else "error"),
     ]
-    event = {"event": "environment", "workflow": wf_name, "api": name, "args": args, "ok": status == "ok",
-             "status": status, "result": data, "error": error, "elapsed_ms": round(elapsed, 2), "turn": turn}
-    return {"progress": all_progress, "messages": messages, "trace": [event]}
+    update["trace"] = [{"event": "environment", "workflow": wf_name, "api": name, "args": args, "ok": status == "ok",
+                        "status": status, "result": data, "error": error, "elapsed_ms": round(elapsed, 2),
+                        "turn": turn}]
+    return update

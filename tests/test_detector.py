@@ -10,7 +10,10 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage as A
 from langchain_core.messages import HumanMessage as H
 
-from nodes.detector import decide, offline_decide, parse_decision, retriever_scorer, self_generated_query
+from dialogue.understanding.policy_llm import decide, parse_decision
+from dialogue.understanding.policy_offline import offline_decide
+from dialogue.understanding.query import self_generated_query
+from nodes.detector import retriever_scorer
 
 LIB = {
     "retail/_domain.yaml": "name: retail\ndescription: Online shop customer service for orders and returns.\n",
@@ -164,7 +167,7 @@ def test_cascade_calls_the_llm_only_when_unsure(setup):
 
 
 def test_llm_prompt_names_the_active_workflow(setup):
-    from nodes.detector import llm_prompt
+    from dialogue.understanding.prompts import llm_prompt
 
     lib, _, _ = setup
     p = llm_prompt([H("Where is my order?"), A("Order number?"), H("12345")], lib.workflows["track_order"])
@@ -179,9 +182,12 @@ def test_node_writes_the_contract_fields(setup):
     from nodes.detector import detector
 
     _, ctx, _ = setup
-    state = {"messages": [H("I need to cancel my order")], "active_workflow": None, "turn": 2}
+    from graph.state import decision
+
+    state = {"messages": [H("I need to cancel my order")], "stack": [], "turn": 2, "version": 2}
     out = detector(state, SimpleNamespace(context=ctx))
-    assert out["decision"] == "SEARCH" and out["turn"] == 3 and out["attempts"] == 0 and out["violations"] == []
+    assert decision(out["commands"]) == "SEARCH" and out["turn"] == 3
+    assert [c["command"] for c in out["commands"]] == ["start_flow"] and out["commands"][0]["turn"] == 3
     assert out["search_query"].startswith("Potential Name") and out["user_intention"]
     assert out["trace"][0]["event"] == "user" and out["trace"][0]["text"] == "I need to cancel my order"
 
@@ -258,7 +264,7 @@ def test_thanks_mid_task_wraps_up_inside_the_workflow(bundled):
 
 
 def test_a_slot_question_is_not_an_offer():
-    from nodes.detector import lexical_features
+    from dialogue.understanding.features import lexical_features
 
     assert not lexical_features("19:30", "Great. Also, what time would you like?")["accepts_offer"]
     assert lexical_features("yes", "Found it. Would you like to reserve a table?")["accepts_offer"]
@@ -266,7 +272,7 @@ def test_a_slot_question_is_not_an_offer():
 
 def test_accepting_a_booking_offer_while_searching_shifts_the_intent_verb(bundled):
     lib, _ = bundled
-    from nodes.detector import lexical_features
+    from dialogue.understanding.features import lexical_features
 
     f = lexical_features("Yes please", "Saffron Court is Indian. Would you like me to book a table there?",
                          lib.workflows["search_restaurants"])
@@ -276,7 +282,7 @@ def test_accepting_a_booking_offer_while_searching_shifts_the_intent_verb(bundle
 
 
 def test_context_rerank_prefers_the_conversations_roles_and_verbs(bundled):
-    from nodes.detector import Prior, context_rerank
+    from dialogue.understanding.prior import Prior, context_rerank
 
     lib, _ = bundled
     # refund_order (returns_desk) narrowly beats cancel_order, but the user is in order_support.

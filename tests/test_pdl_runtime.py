@@ -4,7 +4,39 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.pdl_runtime import UNKNOWN, cond_slot, invalidate, judge_condition, next_action
+from dialogue.execution.interpreter import Interpreter
+from dialogue.execution.interpreter import invalidate as _invalidate
+from workflows.semantics import UNKNOWN, Scope
+from workflows.semantics import condition_key as cond_slot
+from workflows.semantics import judge_condition as _judge
+
+
+def judge_condition(text, values, results):
+    """The old (values, results) calling convention over the Scope the product uses."""
+    return _judge(text, Scope(slots={k: v for k, v in values.items() if not k.startswith("__")}, results=results,
+                              conditions={k: v in (True, "yes") for k, v in values.items() if k.startswith("cond_")},
+                              yesno={"yes": True, "no": False}.get(values.get("__last_yesno")),
+                              last_message=values.get("__last_message", ""),
+                              info_missing=bool(values.get("__info_missing"))))
+
+
+def next_action(workflow, progress, max_loops=3):
+    frame = {**progress, "calls": progress.get("call_args") or progress.get("calls") or []}
+    slots = frame.get("slots") or {}
+    frame["conditions"] = {k: v in (True, "yes") for k, v in slots.items() if k.startswith("cond_")}
+    frame["slots"] = {k: v for k, v in slots.items() if not k.startswith(("__", "cond_"))}
+    reading = {"yesno": {"yes": True, "no": False}.get(slots.get("__last_yesno")), "text": slots.get("__last_message", "")}
+    return Interpreter(workflow, max_loops).next_action(frame, reading)
+
+
+def invalidate(workflow, progress, changed):
+    frame = {**progress, "calls": progress.get("call_args") or []}
+    executed = _invalidate(workflow, frame, changed)
+    if executed is None:
+        return []
+    dropped = progress["executed"][len(executed):]
+    progress["executed"], progress["done"] = executed, False
+    return dropped
 from workflows.pdl import Workflow
 
 BOOK = Workflow.model_validate({
@@ -127,9 +159,9 @@ def test_natural_language_condition_asked_once_then_recorded():
     p = {"executed": ["prompt_code", "verify"], "slots": {"code": "1"}, "results": {"valid": True}}
     act = next_action(LOOP, p)
     assert act.kind == "ask_cond" and act.condition == "the user is a member"
-    p["slots"][act.cond_slot] = "yes"
+    p["slots"][act.cond_key] = "yes"
     assert next_action(LOOP, p).name == "member_offer"
-    p["slots"][act.cond_slot] = "no"
+    p["slots"][act.cond_key] = "no"
     assert next_action(LOOP, p).name == "welcome"
 
 
@@ -213,21 +245,15 @@ def test_briefing_before_a_call_is_skipped_when_the_user_already_gave_criteria()
     assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
 
 
-def test_bookkeeping_slots_are_never_api_arguments():
-    from nodes.pdl_runtime import Interpreter, public_values
-
-    wf = Workflow.model_validate({**BOOK.model_dump(), "apis": [
-        {"name": "note", "parameters": {"type": "object", "required": ["__last_message"],
-                                        "properties": {"__last_message": {"type": "string"}}}}],
-        "procedure": "API.note(__last_message)\n", "answers": []})
-    interp = Interpreter(wf)
-    act = interp.next_action({"slots": {"__last_message": "hello"}})
-    assert act.kind != "api" or "__last_message" not in act.args
-    assert public_values({"__cond_ab": "yes", "a": 1}) == {"a": 1}
-
+def test_condition_answers_are_never_api_arguments():
+    """Control data (the user's answers to conditions) lives in Frame.conditions, never among the slots."""
+    frame = {"slots": {"restaurant": "Sakura", "party_size": 2, "time": "19:00"}, "conditions": {"cond_1": True},
+             "executed": ["ask_details"], "calls": []}
+    act = Interpreter(BOOK).next_action(frame)
+    assert act.kind == "api" and "cond_1" not in act.args
 
 def test_no_answer_is_neither_correct_nor_incorrect():
-    from nodes.pdl_runtime import LAST_MESSAGE_SLOT
+    LAST_MESSAGE_SLOT = "__last_message"
 
     values, results = {LAST_MESSAGE_SLOT: "Hmm, I have no idea"}, {"answer": "Paris"}
     assert judge_condition("q -> incorrect", values, results) is False

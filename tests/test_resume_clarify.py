@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from nodes.clarify import choose
-from nodes.resume import BACK, pick
+from dialogue.understanding.navigation import BACK
+from dialogue.understanding.navigation import pick_resume as pick
 
 DESCRIBE = {"book_table": "Book a table Reserve a new table at a named restaurant",
             "track_order": "Track an order Tell the customer where their order is",

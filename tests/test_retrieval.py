@@ -16,7 +16,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from graph.context import Context
-from graph.models import register_chat_model, unregister_chat_model
+from graph.models import chat_model, register_chat_model, unregister_chat_model
 from memory.bm25 import tokenize
 from memory.queries import build_query
 from memory.retrieval import build_retriever, fuse, parse_router_answer
@@ -229,14 +229,21 @@ def test_llm_router_falls_back_to_embeddings(retr):
     route = retr.route("my card got stolen", strategy="R>W", top_k_upper=1, router_model=model)
     assert len(model.prompts) == 3  # first try + 2 retries
     assert retr.last_route_source == "embedding-fallback"
-    assert route == retr.route("my card got stolen", strategy="R>W", top_k_upper=1, router_model="offline")
+    assert route == retr.route("my card got stolen", strategy="R>W", top_k_upper=1, router_model=None)
+
+
+def test_router_takes_model_objects_not_specs(retr):
+    """memory receives model objects; building a model from a spec is the graph layer's job."""
+    with pytest.raises(TypeError):
+        retr.route("my card got stolen", strategy="R>W", top_k_upper=1, router_model="openai:gpt-4o-mini")
 
 
 def test_llm_router_d_r_w_through_a_registered_model(retr):
     model = Recording(['{"domains": ["travel"]}', '{"roles": ["travel_agent"]}'])
     spec = register_chat_model("test-router", model)
     try:
-        route = retr.route("I need a rental car", strategy="D>R>W", top_k_upper=2, router_model=spec)
+        route = retr.route("I need a rental car", strategy="D>R>W", top_k_upper=2,
+                           router_model=chat_model(spec, field="router_model"))
     finally:
         unregister_chat_model("test-router")
     assert route == {"domains": ["travel"], "roles": ["travel_agent"]}

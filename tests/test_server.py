@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from graph.state import active_workflow, interrupted_workflows
+
 import json
 import os
 import signal
@@ -104,14 +106,14 @@ def test_dev_server_end_to_end(server):
     tid = thread["thread_id"]
 
     out = client.runs.wait(tid, "agent", input=_msg("Hi! Can you find me an Italian restaurant in the old town?"))
-    assert out["active_workflow"] == "search_restaurants" and "Trattoria Lumi" in _last_ai(out)
+    assert active_workflow(out) == "search_restaurants" and "Trattoria Lumi" in _last_ai(out)
 
     events = list(client.runs.stream(
         tid, "agent", input=_msg("I want to reserve a table at Casa Fiorella for 2 people on 2026-12-10 at 19:00"),
         stream_mode="updates"))
     nodes = {k for e in events if e.event == "updates" for k in e.data}
     assert {"detector", "router", "retriever", "executor", "post_controller", "tools", "respond"} <= nodes
-    assert client.threads.get_state(tid)["values"]["active_workflow"] == "book_table"
+    assert active_workflow(client.threads.get_state(tid)["values"]) == "book_table"
 
     # Give the name: the agent reaches the irreversible booking and interrupts for confirmation.
     client.runs.wait(tid, "agent", input=_msg("Ada Lovelace"))
@@ -128,7 +130,7 @@ def test_dev_server_end_to_end(server):
     server.stop()  # SIGTERM: the dev server persists its threads on clean shutdown
     client = get_sync_client(url=server.start())
     after = client.threads.get_state(tid)
-    assert after["values"]["active_workflow"] == before["values"]["active_workflow"]
+    assert active_workflow(after["values"]) == active_workflow(before["values"])
     assert len(after["values"]["messages"]) == len(before["values"]["messages"])
     out = client.runs.wait(tid, "agent", input=_msg("thanks!"))
     assert len(out["messages"]) > len(before["values"]["messages"])

@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from nodes.slot_filling import fill_slots, find_date, find_time, match_enum, slot_kind, yes_no
+from dialogue.understanding.slots import fill_slots, find_date, find_time, match_enum, slot_kind
+from workflows.text import yes_no
 from workflows.pdl import Slot, Workflow
 
 TODAY = dt.date(2026, 11, 21)  # a Saturday

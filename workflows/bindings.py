@@ -46,20 +46,25 @@ def _field_of(err) -> str:
     return ".".join(p for p in path if p) or "(arguments)"
 
 
-def validate_args(api: Api, args: Any) -> list[str]:
-    """Friendly schema problems, each naming the tool and the field; [] when the call is valid."""
+def schema_errors(api: Api, args: Any) -> list[tuple[str, str]]:
+    """(field, friendly message naming the tool and the field) per schema problem; [] when valid."""
     if not isinstance(args, dict):
-        return [f"{api.name}: arguments must be an object, got {type(args).__name__}"]
+        return [("", f"{api.name}: arguments must be an object, got {type(args).__name__}")]
     out = []
     for err in sorted(Draft202012Validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
         fld = _field_of(err)
         if err.validator == "required":
-            out.append(f"{api.name}: missing required field '{fld}'")
+            out.append((fld, f"{api.name}: missing required field '{fld}'"))
         elif err.validator == "additionalProperties":
-            out.append(f"{api.name}: unknown field '{fld}'")
+            out.append((fld, f"{api.name}: unknown field '{fld}'"))
         else:
-            out.append(f"{api.name}: field '{fld}': {err.message}")
+            out.append((fld, f"{api.name}: field '{fld}': {err.message}"))
     return out
+
+
+def validate_args(api: Api, args: Any) -> list[str]:
+    """Friendly schema problems, each naming the tool and the field; [] when the call is valid."""
+    return [message for _, message in schema_errors(api, args)]
 
 
 # --- simulate --------------------------------------------------------------------------------------

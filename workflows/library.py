@@ -148,3 +148,8 @@ def load_library(root: str | Path) -> Library:
 def bundled_library_path() -> Path:
     """The demo service desk that ships with flowdesk."""
     return Path(__file__).parent / "library"
+
+
+def bundled_patterns_path() -> Path:
+    """The conversation-repair patterns (ordinary PDL workflows, never indexed for retrieval)."""
+    return Path(__file__).resolve().parent / "patterns"

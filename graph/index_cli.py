@@ -21,8 +21,8 @@ def index_command(
     from workflows.errors import LibraryError
     from workflows.library import load_library
 
-    from .retrieval import library_namespace
-    from .store import StoreLockedError, WorkflowStore
+    from memory.retrieval import library_namespace
+    from memory.store import StoreLockedError, WorkflowStore
 
     console = Console()
     t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workflows.pdl import Slot, Workflow
+from workflows.text import yes_no
 
 NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -27,9 +28,6 @@ ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"]
-YES = {"yes", "yeah", "yep", "yup", "sure", "correct", "right", "ok", "okay", "please do", "absolutely",
-       "definitely", "of course", "affirmative", "that's right", "go ahead", "sounds good", "true"}
-NO = {"no", "nope", "nah", "not really", "negative", "don't", "do not", "false", "no thanks", "no thank you"}
 FILLER = re.compile(
     r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|my \w+ is|"
     r"the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|i need|please|under|for|at|to|in|on)\s+)*",
@@ -192,18 +190,6 @@ def cue_numbers(text: str, slots: list[Slot]) -> dict[str, tuple[int, tuple[int,
         if name not in out and span not in used:
             out[name], _ = (value, span), used.add(span)
     return out
-
-
-def yes_no(text: str) -> bool | None:
-    t = re.sub(r"[^\w\s']", " ", text.lower()).strip()
-    first = " ".join(t.split()[:3])
-    for phrase in sorted(NO, key=len, reverse=True):
-        if re.match(rf"{re.escape(phrase)}\b", first):
-            return False
-    for phrase in sorted(YES, key=len, reverse=True):
-        if re.match(rf"{re.escape(phrase)}\b", first):
-            return True
-    return None
 
 
 def _tokens(text: str) -> list[str]:
@@ -413,3 +399,39 @@ def free_value(message: str, kind: str) -> str | None:
     if kind == "id":
         return value if len(words) <= 2 and re.search(r"\d", value) else None
     return value if len(words) <= 40 else None
+
+
+# --- the slot commands of a turn -------------------------------------------------------------------
+
+MIN_CONF_NEW, MIN_CONF_CHANGE = 0.5, 0.7
+
+
+def last_items(frame: dict) -> list | None:
+    """The latest list an API returned (what "the second one" points into)."""
+    for v in reversed(list((frame.get("results") or {}).values())):
+        if isinstance(v, list) and v:
+            return v
+    return None
+
+
+def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str], turn: int,
+                  skip_free_text: bool = False) -> tuple[list, Filled]:
+    """SetSlot / CorrectSlot commands for the active frame from the user's message.
+
+    ``asked``: the slots the agent's last question asked for (a free-text answer may fill them);
+    ``skip_free_text``: the user said they cannot answer, so the reply is no value."""
+    from ..commands import CorrectSlot, SetSlot
+
+    pending = [] if skip_free_text else asked
+    found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame))
+    slots = frame.get("slots") or {}
+    out: list = []
+    for name, value in found.values.items():
+        conf = found.confidence.get(name, 0)
+        old = slots.get(name)
+        if old is None or old == "":
+            if conf >= MIN_CONF_NEW:
+                out.append(SetSlot(slot=name, value=value, confidence=round(conf, 3), turn=turn))
+        elif str(old).lower() != str(value).lower() and (conf >= MIN_CONF_CHANGE or name in asked):
+            out.append(CorrectSlot(slot=name, value=value, previous=old, confidence=round(conf, 3), turn=turn))
+    return out, found

@@ -19,7 +19,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from workflows.pdl import BUILTIN_ANSWERS, Workflow
 
-from .pdl_runtime import public_values  # bookkeeping slots (__rejections, __cond_*) are not for the model
 
 log = logging.getLogger(__name__)
 MAX_RETRIES = 2
@@ -44,7 +43,7 @@ def pdl_block(wf: Workflow) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(wf: Workflow, progress: dict, guidance: dict, violations: list, suggestion: str = "") -> str:
+def system_prompt(wf: Workflow, frame: dict, guidance: dict, violations: list, suggestion: str = "") -> str:
     parts = [
         "You are a customer-service agent that follows the workflow below, written in PDL (Procedure "
         "Description Language). At each step either call exactly one API (a tool) or reply to the user with the "
@@ -52,9 +51,9 @@ def system_prompt(wf: Workflow, progress: dict, guidance: dict, violations: list
         "or ask side questions (answer them with answer_out_of_workflow_questions, then return to the procedure). "
         "Never call an API whose preconditions have not run; ask for missing required parameters instead.",
         pdl_block(wf),
-        "PROGRESS: executed=" + json.dumps(progress.get("executed") or []) + " slots="
-        + json.dumps(public_values(progress.get("slots") or {}), default=str) + " results="
-        + json.dumps(progress.get("results") or {}, default=str)[:2000],
+        "PROGRESS: executed=" + json.dumps(frame.get("executed") or []) + " slots="
+        + json.dumps(frame.get("slots") or {}, default=str) + " results="
+        + json.dumps(frame.get("results") or {}, default=str)[:2000],
     ]
     hints = (guidance or {}).get("hints") or []
     if hints:
@@ -117,14 +116,14 @@ def parse(msg: Any, wf: Workflow) -> tuple[dict | None, str]:
     return None, "empty answer: call a tool or reply"
 
 
-def propose(model: Any, wf: Workflow, messages: list[BaseMessage], progress: dict, guidance: dict,
+def propose(model: Any, wf: Workflow, messages: list[BaseMessage], frame: dict, guidance: dict,
             violations: list, suggestion: str = "") -> dict | None:
     """The LLM's proposal, or None when it keeps failing (the caller falls back to the offline policy)."""
     try:
         bound = model.bind_tools(tool_specs(wf))
     except NotImplementedError:
         bound = model
-    convo: list[BaseMessage] = [SystemMessage(system_prompt(wf, progress, guidance, violations, suggestion)),
+    convo: list[BaseMessage] = [SystemMessage(system_prompt(wf, frame, guidance, violations, suggestion)),
                                 *_history(messages)]
     for attempt in range(MAX_RETRIES + 1):
         try:

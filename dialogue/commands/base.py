@@ -1,0 +1,66 @@
+"""What every command shares: the base model and what applying a command may consult.
+
+A command is the understanding step's reading of the user's turn, as data (Rasa CALM's commands):
+policies emit them, ``apply_commands`` runs each on the dialogue stack, and the state keeps them
+(``State.commands``) so Studio, the executor and the evaluations see what the agent understood.
+Commands are immutable; ``apply`` returns a new stack and never mutates the one it was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from ..frames import Frame
+
+
+@dataclass(frozen=True)
+class ApplyEnv:
+    """What applying a command may consult (never state it may change)."""
+
+    turn: int
+    has_workflow: Callable[[str], bool]  # is the name a workflow of the library?
+    finished: Callable[[Frame], bool]  # has the frame's procedure reached its end?
+    invalidate: Callable[[Frame, dict[str, Any]], list[str] | None]  # executed list after a slot change
+
+
+class Command(BaseModel):
+    """Base of every command: ``command`` names the kind, ``turn`` the user turn it belongs to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    command: str
+    turn: int = 0
+    kind: ClassVar[str] = ""
+
+    def apply(self, stack: list[Frame], env: ApplyEnv) -> list[Frame]:
+        return stack  # commands that only inform the executor (chit-chat, clarify) leave the stack as it is
+
+
+def replace_top(stack: list[Frame], frame: Frame) -> list[Frame]:
+    return [*stack[:-1], frame]
+
+
+def suspend(stack: list[Frame], env: ApplyEnv) -> list[Frame]:
+    """The active frame steps aside: interrupted when unfinished (it can be resumed), dropped when done."""
+    if not stack:
+        return stack
+    current = stack[-1]
+    if current.get("status") != "active" or env.finished(current):
+        return stack[:-1]
+    return replace_top(stack, Frame(**{**current, "status": "interrupted"}))
+
+
+def activate(stack: list[Frame], workflow: str, env: ApplyEnv, new: Callable[[], Frame]) -> list[Frame]:
+    """``workflow`` on top: an interrupted instance is taken back with its progress, else ``new()``."""
+    current = stack[-1] if stack else None
+    if current is not None and current.get("workflow") == workflow and current.get("status") != "interrupted":
+        return stack
+    waiting = next((f for f in reversed(stack) if f.get("workflow") == workflow and f.get("status") == "interrupted"),
+                   None)
+    rest = suspend(stack, env)
+    if waiting is not None:
+        rest = [f for f in rest if f.get("id") != waiting["id"]]
+        return [*rest, Frame(**{**waiting, "status": "active"})]
+    return [*rest, new()]

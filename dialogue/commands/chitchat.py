@@ -1,0 +1,20 @@
+"""ChitChat and OutOfScope: turns with no task for the agent.
+
+ChitChat — greetings, thanks, small talk with no workflow active.  OutOfScope — a side question the
+active workflow cannot answer while it waits for an answer: the agent says so and asks again."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from .base import Command
+
+
+class ChitChat(Command):
+    command: Literal["chitchat"] = "chitchat"
+    kind: ClassVar[str] = "chitchat"
+
+
+class OutOfScope(Command):
+    command: Literal["out_of_scope"] = "out_of_scope"
+    kind: ClassVar[str] = "out_of_scope"

@@ -1,0 +1,161 @@
+"""The offline policy of the PDL executor: the procedure interpreter decides, replies come from ANSWER
+templates filled with slots and results, questions name the missing slots.
+
+It also handles what the interpreter alone does not: skipping a greeting when the user went straight
+to business, closing ("no, that's all"), a new request about the same thing after the flow ended
+("and tomorrow?"), and proposals the post-controller already rejected this turn (the next
+alternative is proposed instead: the unmet precondition, a question, or an apology).
+"""
+
+from __future__ import annotations
+
+import re
+from langchain_core.messages import BaseMessage
+
+from workflows.pdl import Workflow
+from workflows.semantics import values_view
+from workflows.text import humanize, render_value, role_of
+
+from .interpreter import Interpreter, NextAction, message_words
+from .replies import OOW, new_call_id, proposal_for
+
+GREETING_ONLY = re.compile(r"^\W*(?:(?:hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening|day)|greetings)"
+                           r"(?:\s+there)?[\s\W]*)+$", re.I)
+GOODBYE = re.compile(r"\b(?:bye|goodbye|good bye|have a (?:good|nice|great) (?:day|night|one))\b", re.I)
+CLOSING_USER = re.compile(r"\b(?:bye|goodbye|that'?s (?:all|it)|that is (?:all|it)|nothing else|no(?:pe)?,? thanks?|"
+                          r"no thank you|thanks?|thank you|all set|i'?m good|i'?m done)\b", re.I)
+
+
+def greeting_answers(wf: Workflow) -> set[str]:
+    """Replies that only greet (by name, or a template that is just "Hello, how can I help?")."""
+    out = set()
+    for a in wf.answers:
+        if re.search(r"(?:^|_)(?:hello|hi|greet|greeting|welcome)(?:_|$)", a.name, re.I):
+            out.add(a.name)
+    return out
+
+
+def closing_answers(wf: Workflow) -> set[str]:
+    return {a.name for a in wf.answers if re.search(r"goodbye|(?:^|_)bye(?:_|$)|anything_else|anything_more|help_more",
+                                                     a.name)}
+
+
+def closing_answer(wf: Workflow, message: str, executed: list[str]) -> str | None:
+    """When the procedure is over: say goodbye if the user is closing, else offer more help."""
+    names = [a.name for a in wf.answers]
+    bye = [n for n in names if re.search(r"goodbye|(?:^|_)bye(?:_|$)", n)]
+    more = [n for n in names if re.search(r"anything_else|anything_more|help_more", n)]
+    closing = bool(CLOSING_USER.search(message or "")) or (executed and executed[-1] in more)
+    pick = (bye if closing else more) or more or bye
+    return pick[0] if pick else None
+
+
+def rerun_last_api(wf: Workflow, interp: Interpreter, frame: dict, called_since_message: bool = False) -> dict | None:
+    """The last API called again with the current slots (its fixed arguments kept) — a new request about
+    the same thing after the flow ended ("and tomorrow?").  Guarded so a related message cannot loop: at
+    most once per user message with the same arguments (not when that very call already followed it) and
+    never an irreversible API (a second booking is never a "new request")."""
+    calls = frame.get("calls") or []
+    api = wf.api(calls[-1].get("api") or "") if calls else None
+    if api is None or api.irreversible:
+        return None
+    last = calls[-1]
+    args, _ = interp.call_args(frame, last["api"])
+    for k, v in (last.get("args") or {}).items():
+        args.setdefault(k, v)
+    if called_since_message and args == (last.get("args") or {}):
+        return None  # this message was answered with exactly this call already
+    return {"kind": "tool", "name": last["api"], "args": args, "call_id": new_call_id()}
+
+
+CONTINUE_OFFER = re.compile(r"\b(?:continue|go on|keep going|next (?:one|question|step)|another (?:one|round|question)|"
+                            r"play again|one more)\b[^?]*\?", re.I)
+
+
+def offered_to_continue(wf: Workflow, executed: list[str]) -> bool:
+    """The last reply offered another round ("Would you like to continue playing?"): a yes runs the
+    procedure's API again."""
+    last = wf.answer(executed[-1]) if executed else None
+    return bool(last and last.template and CONTINUE_OFFER.search(last.template))
+
+
+
+
+def called_since_user(messages: list[BaseMessage]) -> bool:
+    """A tool call was made after the user's latest message."""
+    for m in reversed(messages or []):
+        if role_of(m) == "user":
+            return False
+        if getattr(m, "tool_calls", None) or role_of(m) == "tool":
+            return True
+    return False
+
+
+def same(a: dict, b: dict | None) -> bool:
+    if not b:
+        return False
+    return a.get("kind") == b.get("kind") and a.get("name") == b.get("name") and (
+        a.get("kind") == "reply" or (a.get("args") or {}) == (b.get("args") or {}))
+
+
+def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, rejected: list[dict],
+                  skip: set[str] | frozenset = frozenset(), message: str = "") -> dict:
+    """The interpreter's next step, or — when it was rejected this turn — the next alternative."""
+    values = values_view(frame.get("slots"), frame.get("results"))
+    act = interp.next_action(frame, reading, skip)
+    if act.kind == "done":
+        closing = closing_answer(wf, message, frame.get("executed") or [])
+        if closing:
+            act = NextAction("answer", closing)
+    candidates = [proposal_for(wf, act, values)]
+    if act.kind == "api":  # alternatives when the call was rejected: its unmet precondition, or ask
+        api = wf.api(act.name)
+        done = set(frame.get("executed") or [])
+        for pre in (api.precondition if api else []):
+            if pre not in done:
+                if wf.api(pre):
+                    args, missing = interp.call_args(frame, pre)
+                    candidates.append(proposal_for(wf, NextAction("api", pre, args=args) if not missing else
+                                                   NextAction("ask", "request_information", slots=missing), values))
+                else:
+                    candidates.append(proposal_for(wf, NextAction("answer", pre), values))
+        candidates.append({"kind": "reply", "name": "request_information",
+                           "text": f"Before I {humanize(act.name)}, could you confirm the details: "
+                                   + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in act.args.items()) + "?"})
+    candidates.append({"kind": "reply", "name": OOW,
+                       "text": "I'm sorry, I can't do that right now. Is there anything else I can help with?"})
+    for c in candidates:
+        if not any(same(c, r) for r in rejected):
+            return c
+    return candidates[-1]
+
+
+def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messages: list[BaseMessage],
+           rejected: list[dict]) -> dict:
+    """The next proposal for the active frame (pure: the frame is not changed)."""
+    message = reading.get("text") or ""
+    yesno = reading.get("yesno")
+    has_values = bool(reading.get("slots_given"))
+    related = bool(message_words(message) & interp.vocabulary)
+    skip = greeting_answers(wf) if message and not GREETING_ONLY.match(message) else frozenset()
+    executed = frame.get("executed") or []
+    # "No, that's all, thanks" right after "Anything else?": the conversation is over, whatever the
+    # procedure would still do (its remaining nodes belong to a request the user just declined)
+    closed = bool(message and CLOSING_USER.search(message) and executed and executed[-1] in closing_answers(wf)
+                  and not has_values and yesno is not True)
+    upcoming = interp.next_action(frame, reading, skip)
+    if closed or message and GOODBYE.search(message) and upcoming.kind in ("answer", "done"):
+        bye = closing_answer(wf, "bye", [])
+        if bye and bye not in [r.get("name") for r in rejected]:
+            return {**proposal_for(wf, NextAction("answer", bye), values_view(frame.get("slots"), frame.get("results"))), "completes": True}
+    finished = upcoming.kind == "done" or (upcoming.kind == "answer" and upcoming.name in closing_answers(wf))
+    go_on = yesno is True and offered_to_continue(wf, executed)
+    if message and finished and (go_on or not CLOSING_USER.search(message) and (related or has_values)):
+        # a new request about the same thing after the flow ended
+        again = rerun_last_api(wf, interp, frame, called_since_user(messages))
+        if again is not None and not any(same(again, r) for r in rejected):
+            return again
+    proposal = next_proposal(wf, interp, frame, reading, rejected, skip, message)
+    if upcoming.kind == "done":
+        proposal = {**proposal, "completes": True}
+    return proposal

@@ -1,0 +1,69 @@
+"""What the executor says: questions for missing slots, yes/no questions for undecidable conditions,
+ANSWER templates filled from the values view, and proposals built from the interpreter's next action."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from workflows.pdl import Workflow
+from workflows.semantics import render_template
+from workflows.text import humanize
+
+from .interpreter import NextAction
+
+OOW = "answer_out_of_workflow_questions"
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+def question_for(wf: Workflow, slots: list[str]) -> str:
+    parts = []
+    for name in slots:
+        s = wf.slot(name)
+        desc = (s.description.split(",")[0].split("(")[0].strip() if s and s.description else humanize(name))
+        parts.append(desc[0].lower() + desc[1:] if desc else humanize(name))
+    if not parts:
+        return "Could you tell me a bit more about what you need?"
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Could you tell me the {listed}?"
+
+
+def cond_question(condition: str) -> str:
+    if " -> " in condition:  # compiled flowchart branch: "<question> -> <outcome>"
+        question, outcome = condition.rsplit(" -> ", 1)
+        question = re.sub(r"\s*\(first time.*\)$", "", question.strip())
+        if question.endswith("?"):
+            return question
+        return f"Just to check about {question.rstrip('.')}: is it {outcome.replace('_', ' ')}? (yes/no)"
+    text = re.sub(r"\bthe (?:user|customer|caller)(?:'s)?\b", "you", condition.strip().rstrip("?."), flags=re.I)
+    text = re.sub(r"\byou is\b", "you are", text)
+    text = re.sub(r"\byou has\b", "you have", text)
+    return f"Just to check: {text}? (yes/no)"
+
+
+def answer_text(wf: Workflow, name: str, values: dict[str, Any], slots: list[str] | None = None) -> str:
+    """An ANSWER's template filled from the values view (or a question for its slots when it has none)."""
+    ans = wf.answer(name)
+    text = render_template(ans.template, values) if ans and ans.template else ""
+    if not text.strip():
+        text = question_for(wf, slots) if slots else humanize(name).capitalize() + "."
+    return text
+
+
+def proposal_for(wf: Workflow, act: NextAction, values: dict) -> dict:
+    if act.kind == "api":
+        return {"kind": "tool", "name": act.name, "args": act.args, "call_id": new_call_id()}
+    if act.kind == "ask":
+        return {"kind": "reply", "name": "request_information", "text": question_for(wf, act.slots),
+                "args": {"slots": act.slots}}
+    if act.kind == "ask_cond":
+        return {"kind": "reply", "name": "request_information", "text": cond_question(act.condition),
+                "args": {"slots": [act.cond_key]}}
+    if act.kind == "answer":
+        return {"kind": "reply", "name": act.name, "text": answer_text(wf, act.name, values, act.slots)}
+    return {"kind": "reply", "name": OOW, "completes": True,
+            "text": f"That completes {wf.display_name}. Is there anything else I can help with?"}

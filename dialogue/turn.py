@@ -1,0 +1,55 @@
+"""Reading the user's message into the active frame — shared by the ``apply_commands`` node and the
+evaluations that replay dialogues, so both run the same code.
+
+``read_turn`` emits and applies ``SetSlot`` / ``CorrectSlot`` (slot filling), records the user's
+yes/no to a pending natural-language condition, and emits ``OutOfScope`` for a side question the
+workflow cannot answer while it waits for an answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from workflows.pdl import Workflow
+
+from .commands import ApplyEnv, Command, OutOfScope, apply_all
+from .execution.interpreter import Interpreter, invalidate, message_words
+from .frames import Frame, top
+from .understanding.slots import slot_commands
+
+# commands that only navigate: the message is not read as slot values
+NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify"})
+
+
+def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter]) -> ApplyEnv:
+    def finished(frame: Frame) -> bool:
+        interp = interpreters.get(frame.get("workflow") or "")
+        return interp is None or interp.next_action(frame).kind == "done"
+
+    def stale(frame: Frame, changed: dict[str, Any]) -> list[str] | None:
+        wf = workflows.get(frame.get("workflow") or "")
+        return invalidate(wf, frame, changed) if wf is not None else None
+
+    return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale)
+
+
+def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: dict, kinds: set[str],
+              env: ApplyEnv) -> tuple[list[Frame], list[Command]]:
+    """The stack after reading the message into its active frame, and the commands that did it."""
+    frame = top(stack)
+    text = reading.get("text") or ""
+    if frame is None or not text:
+        return stack, []
+    asked = list(frame.get("asked") or [])
+    added, found = slot_commands(text, wf, frame, asked, env.turn, skip_free_text="skip_question" in kinds)
+    stack = apply_all(stack, added, env)
+    frame = top(stack)
+    conds = [a for a in asked if a.startswith("cond_")]
+    if conds and reading.get("yesno") is not None and frame is not None:
+        frame = Frame(**{**frame, "conditions": {**(frame.get("conditions") or {}),
+                                                 **{k: bool(reading["yesno"]) for k in conds}}})
+        stack = [*stack[:-1], frame]
+    related = bool(message_words(text) & interp.vocabulary)
+    if asked and not found.values and found.is_question and found.yesno is None and not related:
+        added = [*added, OutOfScope(turn=env.turn)]  # a side question while the workflow waits for an answer
+    return stack, added

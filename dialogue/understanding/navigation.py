@@ -1,0 +1,82 @@
+"""Reading a turn as conversation navigation: going back to an interrupted workflow, cancelling the
+active one, not knowing the answer, asking for a person — and turning the detector's verdict into the
+turn's commands (``turn_commands``).  Generic English markers only."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from workflows.text import FILLERS, yes_no
+
+from ..commands import (CancelFlow, ChitChat, Close, Command, HumanHandoff, ResumeFlow, SkipQuestion,
+                        StartFlow)
+from .policy_offline import Verdict
+
+BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:with|the|my)|carry on|"
+                  r"pick up where|where we (?:were|left))\b", re.I)
+CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
+                    r"i changed my mind)\b", re.I)
+ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
+DONT_KNOW = re.compile(r"\b(?:don'?t|do not|didn'?t) (?:know|have|remember|recall)\b|\bforgot\b|\bno idea\b|"
+                       r"\bnot sure\b|\bcan'?t remember\b", re.I)
+HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
+                   r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
+                   r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)\b", re.I)
+_WORD = re.compile(r"[a-z]+")
+
+
+def _stems(text: str) -> set[str]:
+    out = set()
+    for w in _WORD.findall(text.lower().replace("_", " ")):
+        if w in FILLERS or len(w) < 3 or w in ("back", "go", "get", "let", "now"):
+            continue
+        out.add(w[:5])  # crude stemming: booking/book, tables/table
+    return out
+
+
+def pick_resume(text: str, stacked: list[str], describe: dict[str, str]) -> str | None:
+    """The interrupted workflow the user refers to ("back to the booking"; a bare "let's go back" takes
+    the most recent one); None when the turn does not ask to go back."""
+    if not stacked or not BACK.search(text):
+        return None
+    said = _stems(text)
+    scores = {name: len(said & _stems(name + " " + describe.get(name, ""))) for name in stacked}
+    best = max(reversed(stacked), key=lambda n: scores[n])  # ties: the most recent
+    if scores[best] > 0:
+        return best
+    return stacked[-1] if not (said - _stems("continue resume return pick carry where left were")) else None
+
+
+def reading_of(text: str) -> dict[str, Any]:
+    """What the turn says regardless of any workflow: yes/no, "I don't know"."""
+    return {"text": text, "yesno": yes_no(text), "info_missing": bool(DONT_KNOW.search(text))}
+
+
+def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None, active_about: str,
+                  asked: list[str], stacked: list[str], describe: dict[str, str]) -> list[Command]:
+    """The turn's commands from the detector's verdict and the navigation markers.
+
+    ``active_about``: the active workflow's name and description (a workflow that is itself about
+    cancelling reads "cancel" as its task, not as cancelling it)."""
+    if HUMAN.search(text):
+        return [HumanHandoff(turn=turn)]
+    target = pick_resume(text, stacked, describe)
+    if target is not None:
+        return [ResumeFlow(workflow=target, turn=turn)]
+    if verdict.action == "SEARCH":
+        return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,
+                          source=verdict.policy)]
+    out: list[Command] = []
+    if active and (ABANDON.search(text) or CANCEL.search(text) and not re.search(r"cancel", active_about, re.I)):
+        return [CancelFlow(workflow=active, turn=turn)]
+    if verdict.out_of_scope:
+        out.append(Close(turn=turn) if _closing(verdict) else ChitChat(turn=turn))
+    if asked and DONT_KNOW.search(text):
+        out.append(SkipQuestion(asked=list(asked), turn=turn))
+    return out
+
+
+def _closing(verdict: Verdict) -> bool:
+    f = verdict.features
+    return bool(f.get("closing")) and not f.get("chit_chat")

@@ -1,0 +1,44 @@
+"""FlowSwitch's self-generated query, written from the new request (plus context only when the turn
+is elliptical: an accepted offer, "that one", a bare value)."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from .features import ELLIPTIC, OFFER_CLAUSE, _content_words
+
+_ACTION = re.compile(r"(?:i want to|i'?d like to|i would like to|i need to|i wanna|can you|could you|would you|"
+                     r"will you|help me|please|i'?m looking to|i am looking to|let'?s|is it possible to)\s+"
+                     r"([^?.!,;]+)", re.I)
+
+
+def _phrase(text: str, limit: int = 12) -> str:
+    words = text.strip().split()
+    return " ".join(words[:limit]).strip(" ,.;")
+
+
+def self_generated_query(turn: str, agent: str, earlier: Sequence[str], feats: dict) -> str:
+    """FlowSwitch's query format, written from the turn (plus context when the turn is elliptical)."""
+    context_needed = feats.get("accepts_offer") or (
+        feats.get("content_words", 0) <= 2 or (ELLIPTIC.search(turn) and feats.get("content_words", 0) <= 4))
+    m = _ACTION.search(turn)
+    action = _phrase(m.group(1)) if m else ""
+    offer = feats.get("offer_text") or ""
+    if feats.get("accepts_offer") and offer:
+        om = OFFER_CLAUSE.search(offer)
+        action = _phrase(om.group(1)) if om else _phrase(offer)
+    desc_parts = [turn]
+    if context_needed:
+        if offer:
+            desc_parts.insert(0, offer)
+        elif earlier:
+            desc_parts = list(earlier[-2:]) + desc_parts
+    description = " ".join(p.strip() for p in desc_parts if p.strip())
+    if not action:
+        action = _phrase(" ".join(_content_words(description)), 8) or _phrase(description)
+    name = " ".join(w.capitalize() for w in _phrase(action, 6).split())
+    return (f"Potential Name of the workflow: {name}, Task description of the workflow: {description}, "
+            f"the action you need to take to solve the task: {action}")
+
+

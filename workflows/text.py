@@ -1,0 +1,125 @@
+"""The one text module: message text, word splitting, stop words and the yes/no lexicon.
+
+Every part of the product that reads words goes through here, so "what is a content word" and
+"is this a yes" have one answer.  Kept deliberately generic (English function words and
+affirmations), never shaped to a dataset's or the demo's wording.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+WORD = re.compile(r"[a-z0-9']+")
+LETTERS = re.compile(r"[a-z]+")
+CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+# English function words: dropped wherever content words are compared.
+STOPWORDS = frozenset("""
+a an the and or but if of for to in on at by with from as about into over under is are was were be been being
+am do does did has have had it its this that these those there here i me my we our you your he she they them
+their his her what which who whom how when where why can could would will shall should may might must not no
+please yes s
+""".split())
+# Words of a user turn that carry no task content: function words plus conversational fillers
+# (the detector's weights were tuned with exactly this set).
+FILLERS = frozenset("""
+a an the i me my you your we our it its this that is are was be to of for and or but so in on at with
+please thanks thank much very just ok okay yes no yeah sure great good fine alright all right nope
+would could can will do does did have has had like want need get go let lets that's thats it's i'm
+im i'd id that'll bye goodbye hi hello hey else nothing more anything one some more also really
+""".split())
+
+# Affirmations and refusals at the start of a reply ("yes please", "no thanks").
+YES_PHRASES = frozenset({"yes", "yeah", "yep", "yup", "sure", "correct", "right", "ok", "okay", "please do",
+                         "absolutely", "definitely", "of course", "affirmative", "that's right", "go ahead",
+                         "sounds good", "true"})
+NO_PHRASES = frozenset({"no", "nope", "nah", "not really", "negative", "don't", "do not", "false", "no thanks",
+                        "no thank you"})
+
+# Single words that confirm / refuse an irreversible action ("yes, go ahead" / "no, wait").
+CONFIRM_WORDS = frozenset({"yes", "y", "yeah", "yep", "sure", "ok", "okay", "confirm", "confirmed", "go", "proceed",
+                           "please", "correct", "absolutely", "definitely", "do"})
+REFUSE_WORDS = frozenset({"no", "n", "nope", "don't", "dont", "not", "cancel", "stop", "wait", "never", "abort"})
+
+
+def message_text(message: Any) -> str:
+    """The text of a LangChain message, a ``{"role", "content"}`` dict or a plain string."""
+    if isinstance(message, str):
+        return message
+    content = getattr(message, "content", None)
+    if content is None and isinstance(message, dict):
+        content = message.get("content", "")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+def role_of(message: Any) -> str:
+    """``user`` | ``agent`` | ``tool`` | ``other`` for a message object or dict."""
+    kind = getattr(message, "type", None) or (message.get("role") if isinstance(message, dict) else "")
+    return {"human": "user", "user": "user", "ai": "agent", "assistant": "agent", "tool": "tool"}.get(kind, "other")
+
+
+def last_user_text(messages: Iterable[Any]) -> str:
+    """The latest user message's text ("" when there is none)."""
+    for m in reversed(list(messages or [])):
+        if role_of(m) == "user":
+            return message_text(m)
+    return ""
+
+
+def words(text: str) -> list[str]:
+    """Lower-case word tokens (letters, digits, apostrophes)."""
+    return WORD.findall((text or "").lower())
+
+
+def split_identifier(name: str) -> str:
+    """``bookTable`` / ``book_table`` -> ``book table``."""
+    return CAMEL.sub(" ", name or "").replace("_", " ")
+
+
+def content_words(text: str, *, min_len: int = 3, stop: frozenset[str] = STOPWORDS) -> set[str]:
+    """Words that carry content (identifiers split, function words dropped)."""
+    return {w for w in LETTERS.findall(split_identifier(text).lower()) if len(w) >= min_len and w not in stop}
+
+
+def stemmed(ws: Iterable[str], size: int = 4) -> set[str]:
+    """Words plus a crude prefix stem, so "rain" meets "raining" and "booking" meets "book"."""
+    ws = set(ws)
+    return ws | {w[:size] + "~" for w in ws if len(w) >= size}
+
+
+def yes_no(text: str) -> bool | None:
+    """True / False when the reply starts with an affirmation / refusal, else None."""
+    t = re.sub(r"[^\w\s']", " ", (text or "").lower()).strip()
+    first = " ".join(t.split()[:3])
+    for phrase in sorted(NO_PHRASES, key=len, reverse=True):
+        if re.match(rf"{re.escape(phrase)}\b", first):
+            return False
+    for phrase in sorted(YES_PHRASES, key=len, reverse=True):
+        if re.match(rf"{re.escape(phrase)}\b", first):
+            return True
+    return None
+
+
+def humanize(name: str) -> str:
+    """An identifier as words for people: ``check_availability`` -> ``check availability``."""
+    return split_identifier(name).strip().lower()
+
+
+def render_value(v: Any) -> str:
+    """Lists and records rendered for people: "A, B and C"; records by their name."""
+    if isinstance(v, dict):
+        for key in ("name", "Name", "title", "id"):
+            if key in v:
+                return str(v[key])
+        return ", ".join(f"{k}: {render_value(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        items = [render_value(x) for x in v]
+        if not items:
+            return "none"
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
