@@ -27,6 +27,7 @@ run: $(STAMP)
 	$(BIN)/flowdesk demo
 
 test: $(STAMP)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
