@@ -108,6 +108,11 @@ def to_transcripts(d: dict, tasks: set[str] | None = None) -> list[Transcript]:
             if step or e.get("Text"):
                 turns.append(TranscriptTurn(speaker="agent", text=e.get("Text") or "", action=step))
         elif agent == "Wizard" and action == "query" and e.get("APIName"):
+            api = e["APIName"]
+            if fixed is None and tasks is not None and api in tasks and segments[-1][0] not in (None, api):
+                # querying another task's API without selecting it: the wizard moved to that task
+                segments.append((api, []))
+                turns = segments[-1][1]
             args = constraints(e)
             result: dict | None = None
             nxt = events[i + 1] if i + 1 < len(events) else {}
