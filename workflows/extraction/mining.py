@@ -52,6 +52,7 @@ class MiningConfig:
     param_share: float = 0.1  # an argument given this often is a parameter
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
+    fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
 
 
 @dataclass
@@ -410,7 +411,7 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
         for k in {k for a in args for k in a}:
             vals = Counter(str(a[k]) for a in args if k in a)
             v, c = vals.most_common(1)[0]
-            if c >= cfg.fixed_share * len(args) and _ident_value(v):
+            if c >= cfg.fixed_share * len(args) and c >= cfg.fixed_min and _ident_value(v):
                 fx[k] = v
         fixed[n] = fx
     apis: list[Api] = []
