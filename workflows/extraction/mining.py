@@ -182,7 +182,7 @@ def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str
             return math.log(inside / outside) * min(1.0, df[w] / max(2.0, 0.2 * n))
         cands = [w for w in df if df[w] >= 2]
         if cands:
-            words[s] = max(cands, key=lambda w: (score(w), w))
+            words[s] = max(cands, key=lambda w: (round(score(w), 6), -len(w), w))  # ties: the shorter word
     if len(set(words.values())) < len(words) or len(words) < 2:
         return None
     # accuracy of "the successor whose word the reply contains (else the majority)"
