@@ -13,3 +13,5 @@ from .switch import switch_command  # noqa: E402
 app.command("switch")(switch_command)
 from .next_action import next_action_command  # noqa: E402
 app.command("next-action")(next_action_command)
+from .extraction import extraction_command  # noqa: E402
+app.command("extraction")(extraction_command)

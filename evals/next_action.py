@@ -17,24 +17,25 @@ tuning.  Baseline: always the task's most frequent wizard label in the train spl
 
 from __future__ import annotations
 
-import gzip
 import json
-import re
 import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import typer
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from evals.report import Report
+# The STAR dialogue facts (splits, query names, constraint values) have one owner, shared with extraction.
+from workflows.extraction.star import SPLITS, iter_dialogues, query_label, star_dir  # noqa: F401
+from workflows.extraction.star import constraints as _constraints
+from workflows.extraction.star import literal as _literal  # noqa: F401
 
 # Fixed up front (one per domain family, mixed sizes); never used for tuning.
 ZERO_SHOT_TASKS = ("apartment_schedule", "bank_fraud_report", "doctor_followup", "party_rsvp", "ride_change",
                    "spaceship_life_support")
-SPLITS = {"train": {1, 2}, "dev": {3, 4}, "all": {1, 2, 3, 4}}
 # Published STAR next-action results (weighted F1 unless noted), quoted with their setting in the report.
 PUBLISHED = [
     ("Mehri & Eskenazi 2021 (SAM)", "zero-shot task transfer (train on 23 tasks, test on the unseen one)",
@@ -46,55 +47,6 @@ def default_data_dir() -> Path:
     import os
 
     return Path(os.environ.get("FLOWDESK_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
-
-
-def star_dir(data: Path) -> Path:
-    data = Path(data)
-    return data if (data / "dialogues.jsonl.gz").exists() else data / "star"
-
-
-def iter_dialogues(path: Path, split: str, limit: int = 0) -> Iterator[dict]:
-    keep = SPLITS[split]
-    n = 0
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            if d["DialogueID"] % 5 not in keep:
-                continue
-            yield d
-            n += 1
-            if limit and n >= limit:
-                return
-
-
-def _literal(raw: Any) -> Any:
-    """A constraint value: JSON literal, or the first literal inside api.is_equal_to(...)/is_one_of(...)."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except (ValueError, TypeError):
-        m = re.search(r"\(\s*(\[.*\]|\".*?\"|[\w.-]+)", raw)
-        if m:
-            try:
-                v = json.loads(m.group(1))
-                return v[0] if isinstance(v, list) and v else v
-            except ValueError:
-                return m.group(1)
-        return raw
-
-
-def query_label(args: dict) -> str:
-    rt = str(args.get("RequestType") or "").strip().lower()
-    return f"query_{rt}" if rt in ("check", "book") else "query"
-
-
-def _constraints(event: dict) -> dict:
-    out = {}
-    for c in event.get("Constraints") or []:
-        for k, v in c.items():
-            out[k] = _literal(v)
-    return out
 
 
 class Turn(dict):

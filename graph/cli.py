@@ -20,6 +20,8 @@ app.add_typer(workflows_app, name="workflows")
 app.add_typer(import_app, name="import")
 app.add_typer(eval_app, name="eval")
 app.command("index")(index_command)
+from graph.extract import extract_command  # noqa: E402  (workflows from conversations)
+app.command("extract")(extract_command)
 
 
 @app.command("chat")

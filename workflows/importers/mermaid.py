@@ -58,6 +58,7 @@ class Edge:
     src: str
     dst: str
     label: str = ""
+    test: str = ""  # a PDL condition written as-is (e.g. ``Status == "Available"``) instead of COND(label)
 
 
 @dataclass
@@ -332,6 +333,7 @@ def compile_graph(chart: Flowchart, action: Callable[[Node], NodeAction], api_na
         return actions[nid].question or chart.nodes[nid].label
 
     out: list[str] = []
+    tests = {(e.src, e.dst): e.test for e in chart.edges if e.test}
 
     def emit(ind: int, line: str) -> None:
         out.append("    " * ind + line)
@@ -366,7 +368,8 @@ def compile_graph(chart: Flowchart, action: Callable[[Node], NodeAction], api_na
                     emit(ind + 1, f"# {' '.join(label.split())}")
                 else:
                     kw = "if" if i == 0 else "elif"
-                    emit(ind, f"{kw} COND({pystr(question + ' -> ' + label)}):")
+                    test = tests.get((t.id, kid.id if isinstance(kid, _T) else kid.target))
+                    emit(ind, f"{kw} {test or 'COND(' + pystr(question + ' -> ' + label) + ')'}:")
                 render_child(kid, loops_open, ind + 1)
         if len(out) == start_len or all(o.strip().startswith("#") for o in out[start_len:]):
             emit(ind, "pass")

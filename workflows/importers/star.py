@@ -198,12 +198,36 @@ def _purpose(replies: dict[str, str], task: str) -> str:
     return text[0].upper() + text[1:] + "."
 
 
+def task_chart(spec: dict) -> Flowchart:
+    """A task's flowchart as the importer reads it: reply/query nodes, outcome-labelled branch edges."""
+    replies: dict[str, str] = spec.get("replies", {})
+    graph: dict[str, str] = spec.get("graph", {})
+    attached = attach_outcomes(graph, replies)
+    nodes = [n for n in dict.fromkeys([*graph, *graph.values(), *replies]) if not is_outcome(n)]
+    chart = Flowchart()
+    for n in nodes:
+        chart.nodes[n] = Node(n, replies.get(n, n))
+    for n in nodes:
+        for o in attached.get(n, []):
+            if o in graph:
+                chart.edges.append(Edge(n, graph[o], o))
+        if n in graph:
+            chart.edges.append(Edge(n, graph[n], ""))
+    return chart
+
+
+def gold_charts(data_dir: Path) -> dict[str, Flowchart]:
+    """Every STAR task's flowchart (``task_chart``), by task folder name."""
+    root = dataset_dir(data_dir, "star", "tasks")
+    return {p.name: task_chart(json.loads((p / f"{p.name}.json").read_text(encoding="utf-8")))
+            for p in sorted((root / "tasks").iterdir()) if (p / f"{p.name}.json").exists()}
+
+
 def _workflow(task_dir: Path, api_path: Path) -> Workflow:
     task = task_dir.name
     spec = json.loads((task_dir / f"{task}.json").read_text(encoding="utf-8"))
     raw_api = json.loads(api_path.read_text(encoding="utf-8"))
     replies: dict[str, str] = spec.get("replies", {})
-    graph: dict[str, str] = spec.get("graph", {})
     required = list(raw_api.get("required", []))
     inputs = raw_api.get("input", [])
     outputs = [f["Name"] for f in raw_api.get("output", [])]
@@ -217,17 +241,7 @@ def _workflow(task_dir: Path, api_path: Path) -> Workflow:
     slots = [_slot(f, f["Name"] in required) for f in inputs]
     value_names = [f["Name"] for f in inputs] + outputs
 
-    attached = attach_outcomes(graph, replies)
-    nodes = [n for n in dict.fromkeys([*graph, *graph.values(), *replies]) if not is_outcome(n)]
-    chart = Flowchart()
-    for n in nodes:
-        chart.nodes[n] = Node(n, replies.get(n, n))
-    for n in nodes:
-        for o in attached.get(n, []):
-            if o in graph:
-                chart.edges.append(Edge(n, graph[o], o))
-        if n in graph:
-            chart.edges.append(Edge(n, graph[n], ""))
+    chart = task_chart(spec)
     # Wizard labels only in responses.json (e.g. apartment_ask_end_time) are ANSWERs too, outside the
     # procedure, so every ActionLabel of the dialogues maps to an ANSWER of its task.
     responses_path = task_dir / "responses.json"

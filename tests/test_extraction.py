@@ -1,0 +1,170 @@
+"""Workflows from conversations: transcript format, miner, Proc-Sim, library, CLI, graph, STAR (data-marked)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from workflows.extraction.elements import elements_of, proc_sim
+from workflows.extraction.extract import cluster_by_content, extract_library
+from workflows.extraction.mining import SUCCESS, build_workflow, traces
+from workflows.extraction.transcripts import TranscriptError, load_transcripts, parse_transcripts
+from workflows.library import check_library, load_library
+
+FIX = Path(__file__).parent / "fixtures" / "transcripts"
+DATA = Path(os.environ.get("FLOWDESK_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+needs_star = pytest.mark.skipif(not (DATA / "star" / "dialogues.jsonl.gz").exists(),
+                                reason=f"STAR not found in {DATA} (set FLOWDESK_DATA)")
+
+
+@pytest.fixture(scope="module")
+def booking():
+    return load_transcripts(FIX / "book_table.jsonl")
+
+
+def test_transcript_errors_name_file_line_and_field():
+    with pytest.raises(TranscriptError) as err:
+        load_transcripts(FIX / "broken.jsonl")
+    text = str(err.value)
+    assert "broken.jsonl:2: turns[0].speaker:" in text
+    assert "broken.jsonl:3: not valid JSON" in text
+    assert "broken.jsonl:1" not in text  # a valid line is not reported
+    with pytest.raises(TranscriptError, match="only agent turns carry an action"):
+        parse_transcripts(['{"id": "a", "turns": [{"speaker": "user", "action": "x"}]}'])
+
+
+def test_miner_recovers_the_synthetic_workflow(booking):
+    wf, graph = build_workflow("book_table", booking, domain="dining")
+    nodes = set(graph.reachable())
+    assert {"ask_restaurant", "ask_name", "check", "ask_confirm", "book", "inform_booked", "inform_full",
+            "inform_not_booked", "goodbye"} == nodes
+    # the start, the order, and the branches: by the API's returned Status, then by the user's answer
+    assert graph.start == "ask_restaurant"
+    assert ("ask_restaurant", "ask_name") in graph.edges and ("ask_name", "check") in graph.edges
+    assert graph.tests["check", "inform_full"] == 'Status in ["Unavailable"]'
+    assert graph.labels["ask_confirm", "book"] == "yes" and graph.labels["ask_confirm", "inform_not_booked"] == "no"
+    # slots from the API arguments, the asking replies collect them, the mode is fixed per call node
+    assert {s.name for s in wf.slots} == {"Restaurant", "Name"}
+    assert "[Restaurant] = ANSWER.ask_restaurant()" in wf.procedure
+    assert "# book: Mode = book" in wf.procedure
+    # answer templates with the values abstracted
+    assert wf.answer("inform_full").template == "Sorry, ${Restaurant} is full."
+    assert wf.answer("inform_booked").precondition == ["reserve"]
+
+
+def test_result_emptiness_becomes_success_failure_branches():
+    lines = []
+    for i in range(12):
+        found = i % 2 == 0
+        turns = [{"speaker": "user", "text": "find flights to Oslo"},
+                 {"speaker": "agent", "action": "search", "api": {"name": "flights", "args": {"City": "Oslo"},
+                                                                  "result": {"Flight": f"F{i}"} if found else {}}},
+                 {"speaker": "agent", "text": "Here is one", "action": "inform_flight" if found else "inform_none"}]
+        lines.append(json.dumps({"id": str(i), "task": "find_flight", "turns": turns}))
+    _, graph = build_workflow("find_flight", parse_transcripts(lines))
+    assert graph.labels["search", "inform_flight"] == SUCCESS
+
+
+def test_procsim_picks_the_conversations_nearest_the_centroid(booking):
+    texts = [elements_of(t).text() for t in booking]
+    assert texts[0].startswith("intent: book_table; slots: Restaurant, Name, Mode; actions: ask_restaurant > ask_name")
+
+    def embed(batch: list[str]) -> np.ndarray:  # a bag-of-actions embedding: deterministic and inspectable
+        vocab = sorted({w for t in batch for w in t.split()})
+        return np.array([[t.split().count(w) for w in vocab] for t in batch], dtype=np.float32)
+
+    picked = proc_sim(texts, embed, 5)
+    assert len(picked) == 5
+    # the typical conversation books the table; the rare "no thanks" path is not among the most representative
+    assert all("book" in texts[i] and "inform_not_booked" not in texts[i] for i in picked)
+
+
+def test_library_written_is_valid_and_loads(booking, tmp_path):
+    unlabelled = [t.model_copy(update={"task": None}) for t in booking[:10]]
+    assert list(cluster_by_content(unlabelled)) == ["task_reserve"]
+    res = extract_library(booking + unlabelled, tmp_path / "lib")
+    lib, issues = check_library(tmp_path / "lib")
+    assert issues == []
+    assert set(lib.workflows) == {"book_table", "task_reserve"}
+    assert lib.workflows["book_table"].domain == "dining"
+    assert res.conversations == 50
+
+
+def test_offline_executor_runs_the_extracted_workflow(booking, tmp_path):
+    from dialogue.execution.interpreter import Interpreter
+
+    def next_action(wf, frame):
+        return Interpreter(wf).next_action(frame)
+
+    extract_library(booking, tmp_path / "lib")
+    wf = load_library(tmp_path / "lib").get("book_table")
+    act = next_action(wf, {})
+    assert (act.kind, act.name) == ("answer", "ask_restaurant")
+    act = next_action(wf, {"executed": ["ask_restaurant", "ask_name"], "slots": {"Restaurant": "Nopi", "Name": "Al"}})
+    assert (act.kind, act.name, act.args) == ("api", "reserve", {"Restaurant": "Nopi", "Name": "Al", "Mode": "check"})
+    act = next_action(wf, {"executed": ["ask_restaurant", "ask_name", "reserve"], "slots": {"Restaurant": "Nopi", "Name": "Al"},
+                           "results": {"Status": "Unavailable"}})
+    assert act.name == "inform_full"
+
+
+def test_cli_extract_and_bad_transcripts(tmp_path):
+    from graph.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "lib"
+    r = runner.invoke(app, ["extract", "--transcripts", str(FIX / "book_table.jsonl"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "1 workflows from 40 conversations" in " ".join(r.output.split()) and check_library(out)[1] == []
+    r = runner.invoke(app, ["extract", "--transcripts", str(FIX / "broken.jsonl"), "--out", str(tmp_path / "x")])
+    assert r.exit_code == 1 and "broken.jsonl:2" in "".join(r.output.split()) and "Traceback" not in r.output
+    r = runner.invoke(app, ["extract", "--transcripts", str(FIX / "book_table.jsonl"), "--out", str(out)])
+    assert r.exit_code == 2  # refuses to overwrite without --force
+
+
+def test_extract_graph_wiring(tmp_path):
+    import json as _json
+
+    from graph.extract import graph
+
+    out = graph.invoke({"transcripts": str(FIX / "book_table.jsonl"), "out": str(tmp_path / "lib")})
+    assert out["conversations"] == 40 and out["tasks"] == ["book_table"] and out["issues"] == []
+    spec = _json.loads((Path(__file__).resolve().parents[1] / "langgraph.json").read_text())
+    assert spec["graphs"]["extract"] == "./graph/extract.py:graph"
+
+
+@pytest.mark.data
+@needs_star
+def test_star_extraction_structure_and_speed(tmp_path):
+    """All 24 tasks from the train split, valid, and structurally close to the gold graphs."""
+    from evals.extraction import structure
+    from workflows.extraction.sources import load_source
+    from workflows.importers.star import gold_charts
+
+    src = load_source("star", DATA, "train")
+    res = extract_library(src.transcripts, tmp_path / "lib", domain_of=src.domain_of, binding_for=src.binding_for)
+    assert len(res.workflows) == 24 and check_library(tmp_path / "lib")[1] == []
+    assert res.seconds < 60
+    macro = structure(res.graphs, gold_charts(DATA / "star"))["macro"]
+    # floors well under the measured figures (reports/extraction-star): a regression guard, not the target
+    assert macro["nodes"]["f1"] > 0.7 and macro["edges"]["f1"] > 0.45
+    wf = load_library(tmp_path / "lib").get("hotel_book")
+    assert wf.apis[0].binding.python == "workflows.importers.star_kb:hotel_book"
+    assert "# query_check: RequestType = Check" in wf.procedure
+
+
+@pytest.mark.data
+@needs_star
+def test_star_transcripts_split_multitask_dialogues():
+    from workflows.extraction.star import iter_dialogues, to_transcripts
+
+    d = next(x for x in iter_dialogues(DATA / "star" / "dialogues.jsonl.gz", "train")
+             if x["Scenario"].get("MultiTask"))
+    ts = to_transcripts(d)
+    assert len(ts) >= 1 and all(t.task for t in ts)
+    assert all(turn.api.args.get("RequestType", "x") for t in ts for turn in t.turns if turn.api)
+    traces(ts)  # every transcript reads as a trace

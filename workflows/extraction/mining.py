@@ -1,0 +1,515 @@
+"""The offline, deterministic extractor: one task's conversations -> one PDL workflow (process mining).
+
+1. Traces: each conversation's agent steps in order (a named action, or an API call with its arguments
+   and result), consecutive repeats merged (a re-run query keeps its last result), with the user's
+   words right after each step.
+2. Nodes: steps performed in at least ``node_support`` of the task's conversations.
+3. Directly-follows graph over the traces projected onto those nodes; an edge stays when it holds
+   ``edge_min`` transitions and ``edge_share`` of its source's outgoing ones.  *Skip* edges (a -> c
+   where some b is usually between them and a -> b -> c are edges: the user gave the answer early, so
+   the agent skipped b) are dropped, as in a transitive reduction of the eventually-follows order.
+4. Branches: a node with several successors keeps a successor only when the data explain it —
+   after an API call by its result (empty vs found: ``query_success``/``query_failure``; else the
+   value of one returned field, written as a real PDL test ``Field in [...]``), after a question by
+   the user's answer (the word most specific to the answers that led there, e.g. ``yes`` / ``no``).
+   Unexplained successors are dropped; the most frequent one is the default (``else``).
+5. The workflow: slots and API parameters from the call arguments (types from the values, required
+   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``); the slot
+   an asking reply collects = the argument whose later value the user's reply contains most often;
+   ANSWER templates = the agent's most frequent phrasing with slot/result values replaced by
+   ``${Name}``; the procedure compiled from the graph by ``importers.mermaid.compile_graph`` (loops,
+   merges, preconditions from dominating API calls).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ..importers.common import escape_template
+from ..importers.mermaid import Edge, Flowchart, Node, NodeAction, compile_graph, pystr
+from ..pdl import BUILTIN_ANSWERS, Answer, Api, Binding, Slot, Workflow
+from .transcripts import ApiCall, Transcript
+
+START, END = "__start__", "__end__"
+FAILURE, SUCCESS = "query_failure", "query_success"  # the PDL runtime's outcome words for API results
+
+
+@dataclass
+class MiningConfig:
+    node_support: float = 0.1  # share of conversations that must perform a step for it to be a node
+    edge_share: float = 0.1  # share of a node's outgoing transitions an edge needs
+    edge_min: int = 2  # and at least this many transitions
+    skip_order: float = 0.75  # b is "between" a and c when a precedes b and b precedes c this often
+    branch_gain: float = 0.05  # a result test must predict the successor this much better than the majority
+    answer_gain: float = 0.2  # so must the user's answer (words are noisier than returned values)
+    answer_support: float = 0.02  # replies used this often are ANSWERs even outside the procedure
+    slot_share: float = 0.3  # an asking reply collects an argument its answers contain this often
+    enum_max: int = 12  # an argument with at most this many distinct values, each repeated, is an enum
+    param_share: float = 0.1  # an argument given this often is a parameter
+    required_share: float = 0.95  # an argument given this often is a required parameter
+    fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
+    fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
+
+
+@dataclass
+class StepOcc:
+    """One step performed in one conversation."""
+
+    name: str
+    text: str = ""
+    api: ApiCall | None = None
+    reply: str = ""  # the user's words after the step, before the agent's next step
+    prior: dict[str, Any] = field(default_factory=dict)  # values known when it ran (args + results so far)
+
+
+@dataclass
+class MinedGraph:
+    nodes: dict[str, int]  # node -> conversations performing it
+    api_of: dict[str, str]  # API-call node -> API name
+    edges: dict[tuple[str, str], int]  # kept edges -> transitions
+    labels: dict[tuple[str, str], str] = field(default_factory=dict)  # branch edge -> outcome label
+    tests: dict[tuple[str, str], str] = field(default_factory=dict)  # branch edge -> PDL test
+    start: str = ""
+    conversations: int = 0
+
+    def reachable(self) -> list[str]:
+        seen, order, todo = set(), [], [self.start]
+        while todo:
+            n = todo.pop()
+            if n in seen or n not in self.nodes:
+                continue
+            seen.add(n)
+            order.append(n)
+            todo.extend(b for (a, b) in self.edges if a == n)
+        return order
+
+
+def traces(transcripts: Iterable[Transcript]) -> list[list[StepOcc]]:
+    out = []
+    for t in transcripts:
+        steps: list[StepOcc] = []
+        known: dict[str, Any] = {}
+        for turn in t.turns:
+            if turn.speaker == "user":
+                if steps:
+                    steps[-1].reply = (steps[-1].reply + " " + turn.text).strip()
+                continue
+            name = turn.step
+            if name is None:
+                continue
+            if turn.api is not None:
+                known.update({k: v for k, v in turn.api.args.items() if v not in (None, "")})
+            occ = StepOcc(name, turn.text, turn.api, prior=dict(known))
+            if turn.api is not None and turn.api.result:
+                known.update(turn.api.result)
+            if steps and steps[-1].name == name:
+                if turn.api is not None:  # a re-run call: the branch follows its last result
+                    steps[-1].api = turn.api
+                continue
+            steps.append(occ)
+        if steps:
+            out.append(steps)
+    return out
+
+
+def _first_positions(seq: list[str]) -> dict[str, int]:
+    pos: dict[str, int] = {}
+    for i, n in enumerate(seq):
+        pos.setdefault(n, i)
+    return pos
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"[a-z']+", text.lower()))
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool)) and len(str(v)) <= 60
+
+
+def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, dict[str, set]] | None:
+    """The result feature that best predicts the successor: ("", {succ: {"empty"|"found"}}) or
+    (field, {succ: {values}}); None when nothing beats the majority by ``gain``."""
+    succ = Counter(s for _, s in occs)
+    base = succ.most_common(1)[0][1] / len(occs)
+    feats: dict[str, list[tuple[Any, str]]] = defaultdict(list)
+    for o, s in occs:
+        res = (o.api.result if o.api else None) or {}
+        feats[""].append(("found" if res else "empty", s))
+        for k, v in res.items():
+            if _scalar(v):
+                feats[k].append((v, s))
+    best = None
+    for f, pairs in feats.items():
+        if len(pairs) < 0.8 * len(occs) and f:
+            continue
+        by_val: dict[Any, Counter] = defaultdict(Counter)
+        for v, s in pairs:
+            by_val[v][s] += 1
+        if len(by_val) < 2 or len(by_val) > 8:
+            continue
+        acc = sum(c.most_common(1)[0][1] for c in by_val.values()) / len(occs)
+        if acc - base >= gain and (best is None or acc > best[0] + 1e-9 or (abs(acc - best[0]) < 1e-9 and f == "")):
+            mapping: dict[str, set] = defaultdict(set)
+            for v, c in by_val.items():
+                mapping[c.most_common(1)[0][0]].add(v)
+            best = (acc, f, dict(mapping))
+    return (best[1], best[2]) if best else None
+
+
+def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """The word most specific to the user's answers leading to each successor; None when those words do
+    not predict the successor better than the majority by ``gain``."""
+    by_succ: dict[str, list[set[str]]] = defaultdict(list)
+    for o, s in occs:
+        by_succ[s].append(_tokens(o.reply))
+    if len(by_succ) < 2:
+        return None
+    df_all = Counter(w for sets in by_succ.values() for ws in sets for w in ws)
+    n_all = len(occs)
+    words: dict[str, str] = {}
+    for s, sets in by_succ.items():
+        df = Counter(w for ws in sets for w in ws)
+        n = len(sets)
+
+        def score(w: str) -> float:  # smoothed log-odds of the word inside vs outside this successor
+            inside = (df[w] + 0.5) / (n + 1)
+            outside = (df_all[w] - df[w] + 0.5) / (n_all - n + 1)
+            return math.log(inside / outside) * min(1.0, df[w] / max(2.0, 0.2 * n))
+        cands = [w for w in df if df[w] >= 2]
+        if cands:
+            words[s] = max(cands, key=lambda w: (round(score(w), 6), -len(w), w))  # ties: the shorter word
+    if len(set(words.values())) < len(words) or len(words) < 2:
+        return None
+    # accuracy of "the successor whose word the reply contains (else the majority)"
+    major = Counter(s for _, s in occs).most_common(1)[0][0]
+    hit = 0
+    for o, s in occs:
+        toks = _tokens(o.reply)
+        guess = next((t for t, w in words.items() if w in toks and t != major), major)
+        hit += guess == s
+    base = Counter(s for _, s in occs).most_common(1)[0][1] / n_all
+    return words if hit / n_all - base >= gain else None
+
+
+def step_key(o: StepOcc) -> str:
+    """A step's identity across tasks: API-call steps of different APIs differ even when named alike."""
+    return f"{o.name}@{o.api.name}" if o.api is not None else o.name
+
+
+def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
+    """Share of the conversations performing each step (by ``step_key``)."""
+    c = Counter(k for tr in trs for k in {step_key(o) for o in tr})
+    return {k: v / max(1, len(trs)) for k, v in c.items()}
+
+
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3.0) -> dict[str, set[str]]:
+    """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
+    conversations that moved to another task without saying so, and are not this task's steps."""
+    out: dict[str, set[str]] = {}
+    for task, sup in supports.items():
+        out[task] = {k for k, v in sup.items()
+                     if any(o.get(k, 0.0) >= ratio * v for t, o in supports.items() if t != task)}
+    return out
+
+
+def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
+               exclude: set[str] = frozenset()) -> MinedGraph:
+    """``exclude``: step keys that are not this task's (``foreign_steps``)."""
+    cfg = config or MiningConfig()
+    n_conv = len(trs)
+    trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
+    support = Counter(n for tr in trs for n in {o.name for o in tr})
+    api_of: dict[str, str] = {}
+    for tr in trs:
+        for o in tr:
+            if o.api is not None:
+                api_of.setdefault(o.name, o.api.name)
+    kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv}
+    # project the traces onto the kept nodes (merging repeats again)
+    proj: list[list[StepOcc]] = []
+    for tr in trs:
+        p: list[StepOcc] = []
+        for o in tr:
+            if o.name not in kept:
+                if p:  # the user's words after a dropped step still answer the kept step before it
+                    p[-1] = StepOcc(p[-1].name, p[-1].text, p[-1].api, (p[-1].reply + " " + o.reply).strip(), p[-1].prior)
+                continue
+            if p and p[-1].name == o.name:
+                if o.api is not None:
+                    p[-1].api = o.api
+                continue
+            p.append(o)
+        if p:
+            proj.append(p)
+    dfg: Counter = Counter()
+    follow: dict[tuple[str, str], list[StepOcc]] = defaultdict(list)
+    before: Counter = Counter()  # (a, b): conversations where a's first run precedes b's
+    for p in proj:
+        names = [START] + [o.name for o in p] + [END]
+        for i in range(len(names) - 1):
+            dfg[names[i], names[i + 1]] += 1
+            if 0 < i < len(names) - 1:
+                follow[names[i], names[i + 1]].append(p[i - 1])
+        pos = _first_positions(names[1:-1])
+        for a in pos:
+            for b in pos:
+                if pos[a] < pos[b]:
+                    before[a, b] += 1
+    out_total = Counter()
+    for (a, _), c in dfg.items():
+        out_total[a] += c
+    edges = {(a, b): c for (a, b), c in dfg.items()
+             if c >= cfg.edge_min and c >= cfg.edge_share * out_total[a] and a != b}
+
+    def precedes(a: str, b: str) -> bool:
+        if a == START or b == END:
+            return True
+        ab, ba = before[a, b], before[b, a]
+        return ab + ba > 0 and ab / (ab + ba) >= cfg.skip_order
+
+    def drop_skips(edges: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+        """Skip edges: a -> c with a kept a -> b -> c where b usually lies between them."""
+        succs = defaultdict(set)
+        for a, b in edges:
+            succs[a].add(b)
+        skips = set()
+        for (a, c) in edges:
+            for b in succs[a]:
+                if b not in (c, END) and c in succs[b] and precedes(a, b) and precedes(b, c):
+                    skips.add((a, c))
+                    break
+        return {e: c for e, c in edges.items() if e not in skips}
+
+    edges = drop_skips(edges)
+    # the start: the step that opens the conversations it appears in most reliably (ties: the more used)
+    opens = Counter(p[0].name for p in proj)
+    present = Counter(n for p in proj for n in {o.name for o in p})
+    start = max(kept, key=lambda n: (round(opens[n] / present[n], 2), present[n]), default="")
+    graph = MinedGraph(nodes={n: support[n] for n in kept}, api_of=api_of, start=start, conversations=n_conv,
+                       edges={e: c for e, c in edges.items() if START not in e and END not in e})
+    # branches: keep the successors the data explain
+    for a in list(graph.nodes):
+        outs = [b for (x, b) in graph.edges if x == a]
+        if len(outs) < 2:
+            continue
+        occs = [(o, b) for b in outs for o in follow[a, b]]
+        if a in api_of:
+            split = _result_split(occs, cfg.branch_gain)
+            if split is not None:
+                f, mapping = split
+                for b in outs:
+                    vals = mapping.get(b)
+                    if not vals:
+                        graph.edges.pop((a, b))
+                    elif f == "":
+                        graph.labels[a, b] = SUCCESS if "found" in vals else FAILURE
+                    else:
+                        vs = sorted(vals, key=str)
+                        graph.labels[a, b] = f"{f} is {' or '.join(map(str, vs))}"
+                        graph.tests[a, b] = f"{f} in [{', '.join(pystr(str(v)) for v in vs)}]"
+                continue
+        else:
+            words = _answer_split(occs, cfg.answer_gain)
+            if words is not None:
+                for b in outs:
+                    graph.labels[a, b] = words.get(b, "")
+                continue
+        top = max(outs, key=lambda b: graph.edges[a, b])  # unexplained: the usual way only
+        for b in outs:
+            if b != top:
+                graph.edges.pop((a, b))
+    # every node reachable: a node left without a way in keeps its most used incoming transition (which
+    # may turn an edge that jumped over it into a skip)
+    while True:
+        reach = set(graph.reachable())
+        loose = [n for n in graph.nodes if n not in reach]
+        cands = [(c, a, b) for (a, b), c in dfg.items() if a in reach and b in loose]
+        if not cands:
+            break
+        _, a, b = max(cands)
+        nxt = [c for (x, c) in graph.edges if x == a]
+        if len(nxt) == 1 and (a, nxt[0]) not in graph.labels and dfg[b, nxt[0]] > 0:
+            # an optional step between a and its usual successor (skipped when its answer came early):
+            # written in sequence, the executor skips it when its slot is already filled
+            graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
+        graph.edges[a, b] = dfg[a, b]
+        for (x, y), c in dfg.items():  # and its most used way on, so the chain continues
+            if x == b and y in graph.nodes and (b, y) not in graph.edges and c >= cfg.edge_min \
+                    and c == max((dfg[b, z] for z in graph.nodes if (b, z) in dfg), default=0):
+                graph.edges[b, y] = c
+        graph.edges = drop_skips(graph.edges)
+    graph.nodes = {n: c for n, c in graph.nodes.items() if n in set(graph.reachable())}
+    return graph
+
+
+# --- the workflow ----------------------------------------------------------------------------------
+
+def _type_of(values: list[Any]) -> str:
+    if values and all(isinstance(v, bool) for v in values):
+        return "boolean"
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "integer"
+    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "number"
+    return "string"
+
+
+def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
+    """A slot from an argument's values; few distinct strings, each given repeatedly, make an enum."""
+    kind = _type_of(values)
+    counts = Counter(str(v) for v in values)
+    if kind == "string" and 2 <= len(counts) <= cfg.enum_max and min(counts.values()) >= 2 \
+            and len(values) >= 5 * len(counts):
+        return Slot(name=name, description=name, type="enum", enum=sorted(counts), required=False)
+    return Slot(name=name, description=name, type={"boolean": "boolean", "integer": "integer", "number": "number"}
+                .get(kind, "string"), required=False)
+
+
+def _abstract(text: str, values: dict[str, Any]) -> str:
+    """The reply with known values replaced by ``${Name}`` (longest values first)."""
+    out = escape_template(text.strip())
+    pairs = sorted(((str(v), k) for k, v in values.items() if _scalar(v) and len(str(v).strip()) >= 2
+                    and not isinstance(v, bool)), key=lambda p: -len(p[0]))
+    for value, name in pairs:
+        out = re.sub(r"(?<![\w$])" + re.escape(escape_template(value)) + r"(?!\w)", "${" + name + "}", out,
+                     flags=re.I)
+    return out
+
+
+def _ident_value(v: Any) -> bool:
+    return bool(re.fullmatch(r"[\w.-]+", str(v)))
+
+
+def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfig | None = None, *,
+                   domain: str = "general", role: str = "", description: str = "",
+                   binding_for: Callable[[str], Binding | None] | None = None,
+                   exclude: set[str] = frozenset()) -> tuple[Workflow, MinedGraph]:
+    cfg = config or MiningConfig()
+    trs = traces(transcripts)
+    if not trs:
+        raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
+    graph = mine_graph(trs, cfg, exclude)
+    trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
+    occs: dict[str, list[StepOcc]] = defaultdict(list)
+    for tr in trs:
+        for o in tr:
+            occs[o.name].append(o)
+
+    # APIs, parameters and fixed arguments per call node
+    calls: dict[str, list[ApiCall]] = defaultdict(list)
+    for n, api in graph.api_of.items():
+        calls[api].extend(o.api for o in occs[n] if o.api is not None)
+    fixed: dict[str, dict[str, Any]] = {}
+    for n, api in graph.api_of.items():
+        args = [o.api.args for o in occs[n] if o.api is not None]
+        fx = {}
+        for k in {k for a in args for k in a}:
+            vals = Counter(str(a[k]) for a in args if k in a)
+            v, c = vals.most_common(1)[0]
+            if c >= cfg.fixed_share * len(args) and c >= cfg.fixed_min and _ident_value(v):
+                fx[k] = v
+        fixed[n] = fx
+    apis: list[Api] = []
+    slot_vals: dict[str, list[Any]] = defaultdict(list)
+    api_nodes = [n for n in graph.nodes if n in graph.api_of]
+    for api, cs in sorted(calls.items()):
+        if not any(graph.api_of[n] == api for n in api_nodes):
+            continue
+        keys = Counter(k for c in cs for k in c.args)
+        props, required = {}, []
+        always_fixed = {k for k in keys if all(k in fixed[n] for n in api_nodes if graph.api_of[n] == api)}
+        for k, cnt in keys.items():
+            if cnt < cfg.param_share * len(cs):
+                continue  # an argument given by mistake now and then is not a parameter
+            vals = [c.args[k] for c in cs if k in c.args]
+            props[k] = {"type": _type_of(vals), "description": k}
+            if k not in always_fixed:
+                slot_vals[k].extend(vals)
+                if cnt >= cfg.required_share * len(cs):
+                    required.append(k)
+        returns = Counter(k for c in cs for k in (c.result or {}))
+        params: dict = {"type": "object", "properties": props}
+        if required:
+            params["required"] = sorted(required)
+        binding = (binding_for(api) if binding_for else None) or Binding(simulate=True)
+        apis.append(Api(name=api, description=f"The {api.replace('_', ' ')} service, as the conversations call it.",
+                        parameters=params, returns=sorted(k for k, c in returns.items() if c >= 0.1 * len(cs)),
+                        binding=binding))
+    api_names = {a.name for a in apis}
+    slots = [_slot(k, v, cfg) for k, v in sorted(slot_vals.items())]
+    slot_names = {s.name for s in slots}
+
+    # answers: every reply used often enough (the procedure's nodes and the others)
+    answer_nodes = [n for n, os_ in occs.items() if n not in graph.api_of
+                    and (n in graph.nodes or len({id(o) for o in os_}) >= cfg.answer_support * len(trs))]
+    rename = {n: (n + "_reply" if n in api_names or n in BUILTIN_ANSWERS else n) for n in answer_nodes}
+    answers: list[Answer] = []
+    rate: dict[tuple[str, str], float] = {}  # (answer, argument): share of its replies holding the later value
+    for n in sorted(answer_nodes):
+        texts = Counter()
+        hits: Counter = Counter()
+        asked = 0
+        for tr in trs:
+            for i, o in enumerate(tr):
+                if o.name != n:
+                    continue
+                if o.text:
+                    texts[_abstract(o.text, o.prior)] += 1
+                later = next((x.api.args for x in tr[i + 1:] if x.api is not None), {})
+                if o.reply and later:
+                    asked += 1
+                    low = o.reply.lower()
+                    for k, v in later.items():
+                        if k in slot_names and _scalar(v) and len(str(v)) >= 2 and str(v).lower() in low:
+                            hits[k] += 1
+        for k, c in hits.items():
+            rate[n, k] = c / asked
+        template = texts.most_common(1)[0][0] if texts else n.replace("_", " ")
+        answers.append(Answer(name=rename[n], template=template))
+    # each argument is collected by the reply whose answers hold it most often (one argument per reply)
+    targets: dict[str, str] = {}
+    for (n, k), r in sorted(rate.items(), key=lambda kv: -kv[1]):
+        if r >= cfg.slot_share and n not in targets and k not in targets.values():
+            targets[n] = k
+
+    # the procedure
+    chart = Flowchart()
+    for n in graph.reachable():
+        chart.nodes[n] = Node(n, n)
+    for (a, b), _ in sorted(graph.edges.items(), key=lambda kv: (kv[0][0], kv[1])):
+        if a in chart.nodes and b in chart.nodes:
+            chart.edges.append(Edge(a, b, graph.labels.get((a, b), ""), graph.tests.get((a, b), "")))
+    # the usual successor last: compile_graph writes it as the ``else`` branch
+    chart.edges.sort(key=lambda e: graph.edges.get((e.src, e.dst), 0))
+
+    def action(node: Node) -> NodeAction:
+        n = node.id
+        if n in graph.api_of:
+            api = next(a for a in apis if a.name == graph.api_of[n])
+            fx = fixed.get(n, {})
+            params = api.param_names
+            call = f"API.{api.name}({', '.join(p for p in params if p not in fx)})"
+            lines = [f"# {n}" + (": " + ", ".join(f"{k} = {v}" for k, v in sorted(fx.items())) if fx else "")]
+            lines.append(f"[{', '.join(api.returns)}] = {call}" if api.returns else call)
+            return NodeAction(lines, [api.name], f"{n.replace('_', ' ')} result")
+        target = targets.get(n)
+        line = f"[{target}] = ANSWER.{rename[n]}()" if target else f"ANSWER.{rename[n]}()"
+        return NodeAction([line], [rename[n]], n.replace("_", " "))
+
+    if not chart.nodes:
+        raise ValueError(f"task {name!r}: no step is frequent enough to form a workflow "
+                         f"(node_support {cfg.node_support} of {len(trs)} conversations)")
+    compiled = compile_graph(chart, action, api_names)
+    for ans in answers:
+        ans.precondition = compiled.preconditions.get(ans.name, [])
+    tags = ["source:extracted", f"extracted_from:{len(trs)}"] + [f"extracted_label:{v}={k}" for k, v in rename.items() if k != v]
+    title = name.replace("_", " ").capitalize()
+    wf = Workflow(name=name, title=title, description=description or f"{title}.", domain=domain,
+                  role=role or f"{domain}_agent", slots=slots, apis=apis, answers=answers,
+                  procedure=compiled.procedure, tags=tags)
+    return wf, graph
