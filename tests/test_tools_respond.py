@@ -32,8 +32,9 @@ def book_fn(restaurant, party_size, time, guest_name):
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path, monkeypatch):
     BOOKED.clear()
+    monkeypatch.setenv("FLOWDESK_TOOL_MODULES", "test_tools_respond")  # the operator allows this test's tools
     lib = make_library(tmp_path / "lib", check="python: 'test_tools_respond:check_fn'",
                        book="python: 'test_tools_respond:book_fn'")
     return Context(library=str(lib), store_dir=str(tmp_path / "store"))

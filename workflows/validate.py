@@ -14,6 +14,7 @@ from jsonschema.exceptions import SchemaError
 
 from .errors import Issue, YamlDoc
 from .pdl import BUILTIN_ANSWERS, Workflow
+from .policy import BindingPolicy, BindingRefused
 from .procedure import ProcedureError, condition_names_with_lines, parse_procedure
 
 
@@ -39,7 +40,22 @@ def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
-def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
+def binding_issues(wf: Workflow, policy: BindingPolicy, add) -> None:
+    """Refuse bindings the policy does not allow, at the binding's line."""
+    for i, api in enumerate(wf.apis):
+        b = api.binding
+        if b.python:
+            try:
+                policy.resolve_python(b.python)
+            except BindingRefused as exc:
+                add(("apis", i, "binding", "python"), f"binding {b.python!r} refused: {exc}")
+        elif b.http is not None:
+            for fld, msg in policy.http_problems(b.http.url, b.http.headers):
+                add(("apis", i, "binding", "http", *fld.split(".", 1)), msg)
+
+
+def validate_workflow(wf: Workflow, doc: YamlDoc | None = None, policy: BindingPolicy | None = None) -> list[Issue]:
+    """Every semantic problem of one workflow; ``policy`` defaults to ``BindingPolicy.from_env()``."""
     file = str(doc.path) if doc else str(wf.source or wf.name)
     line = doc.line if doc else (lambda loc: None)
     issues: list[Issue] = []
@@ -119,4 +135,5 @@ def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
         for var in ans.variables:
             if var not in values:
                 add(("answers", i, "template"), f"template uses unknown name ${var}")
+    binding_issues(wf, policy or BindingPolicy.from_env(), add)
     return issues
