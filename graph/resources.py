@@ -12,7 +12,7 @@ from typing import Any
 from workflows.library import Library, load_library
 
 from .context import Context
-from .models import chat_model
+from .models import role_model
 
 _CACHE: dict[tuple, "Resources"] = {}
 _LOCK = threading.Lock()
@@ -49,8 +49,7 @@ class Resources:
 
     def model(self, role: str) -> Any | None:
         """Chat model for a role (detector, router, executor, ...) or None for the offline policy."""
-        return chat_model(getattr(self.context, f"{role}_model", "offline"), self.context.base_url,
-                          field=f"{role}_model")
+        return role_model(self.context, role)
 
 
 def _key(context: Context) -> tuple:
