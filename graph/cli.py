@@ -66,22 +66,8 @@ def demo_command(workdir: str = typer.Option(None, "--workdir", help="Where the 
     raise typer.Exit(code=run_demo(workdir=workdir, stats=stats, trace=trace))
 
 
-def named_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions whose message is meant for the user (each names the file, field or setting)."""
-    from graph.agent import AgentInputError
-    from graph.checkpoint import CheckpointConfigError
-    from graph.context import ContextError
-    from graph.models import LLMProviderError, ModelConfigError
-    from graph.serve import ServeError
-    from memory.ledger import LedgerError
-    from memory.store import StoreLockedError
-    from workflows.errors import LibraryError
-
-    return (LibraryError, ContextError, AgentInputError, CheckpointConfigError, ModelConfigError, LLMProviderError,
-            ServeError, LedgerError, StoreLockedError)
-
-
 def main(argv: list[str] | None = None) -> None:
+    from graph.errors import describe, named_errors
     from workflows.sanitize import redact
 
     try:
@@ -90,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into messages
         if isinstance(exc, named_errors()):
-            typer.echo(f"flowdesk: {redact(exc)}", err=True)
+            typer.echo(f"flowdesk: {describe(exc)}", err=True)
             sys.exit(2)
         if os.environ.get("FLOWDESK_DEBUG"):
             raise
