@@ -180,7 +180,10 @@ class ToolRunner:
         if not isinstance(args, (dict, type(None))):
             return done(False, error=f"{api.name}: arguments must be an object, got {type(args).__name__}")
         args = dict(args or {})
-        problems = validate_args(api, args)
+        try:
+            problems = validate_args(api, args)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref the validator did not catch
+            return done(False, error=f"{api.name}: the parameters schema cannot be applied: {type(exc).__name__}: {exc}")
         if problems:
             return done(False, error="; ".join(problems))
         try:

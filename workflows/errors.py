@@ -77,6 +77,8 @@ def yaml_limit_problem(text: str) -> YamlLimitError | None:
             if ev.anchor:
                 anchors[ev.anchor] = 1
         elif isinstance(ev, yaml.AliasEvent):
+            if any(anchor == ev.anchor for anchor, _ in open_nodes):
+                return YamlLimitError(line, f"alias *{ev.anchor} is inside the node it names (a cycle)")
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
                 return YamlLimitError(line, f"more than the limit of {MAX_YAML_ALIASES} aliases (*name)")
