@@ -72,14 +72,19 @@ def test_ledger_lives_beside_the_checkpoints(tmp_path, monkeypatch):
 
 
 _RACER = textwrap.dedent("""
-    import sys, time
+    import pathlib, sys, time
     from memory.ledger import open_ledger
-    path, name, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    path, name, n, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
     led = open_ledger(path)
-    while time.time() < go:
+    (barrier / name).touch()  # both start inserting once both are ready, however slow the imports
+    while not all((barrier / who).exists() for who in ("a", "b")):
         time.sleep(0.001)
     order = range(n) if name == "a" else range(n - 1, -1, -1)  # they meet in the middle, then collide
-    won = [k for k in order if led.begin(f"race:{k}:c", "book", {"by": name}) is None]
+    won = []
+    for k in order:
+        if led.begin(f"race:{k}:c", "book", {"by": name}) is None:
+            won.append(k)
+        time.sleep(0.002)  # let the other writer in (SQLite's busy handler would otherwise starve it)
     for k in won:
         led.complete(f"race:{k}:c", {"by": name})
     print(",".join(map(str, won)))
@@ -93,12 +98,10 @@ def _python(code: str, *args: str, **kw) -> subprocess.Popen:
 
 
 def test_two_processes_never_both_win_a_key(tmp_path):
-    import time
-
     path, n = str(tmp_path / "ledger.sqlite"), 200
     open_ledger(path).close()
-    go = str(time.time() + 1.5)  # both start inserting at the same moment
-    procs = [_python(_RACER, path, name, str(n), go) for name in ("a", "b")]
+    (tmp_path / "barrier").mkdir()
+    procs = [_python(_RACER, path, name, str(n), str(tmp_path / "barrier")) for name in ("a", "b")]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=60)
@@ -140,14 +143,12 @@ from test_scaleout import postgres_url  # noqa: E402,F401  (module-scoped throw-
 
 
 @pytest.mark.server
-def test_postgres_ledger_api_and_two_processes(postgres_url):  # noqa: F811
+def test_postgres_ledger_api_and_two_processes(postgres_url, tmp_path):  # noqa: F811
     with open_ledger(postgres_url) as ledger:
         ledger._execute("DELETE FROM flowdesk_ledger")
         exercise(ledger)
-    import time
-
-    go = str(time.time() + 1.5)
-    procs = [_python(_RACER, postgres_url, name, "100", go) for name in ("a", "b")]
+    (tmp_path / "barrier").mkdir()
+    procs = [_python(_RACER, postgres_url, name, "100", str(tmp_path / "barrier")) for name in ("a", "b")]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=60)
