@@ -11,7 +11,7 @@ export LANGGRAPH_NO_VERSION_CHECK := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test test-fast index evals bench clean
+.PHONY: install run test test-fast test-faults index evals bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not server"
+
+# Fault and malformed-input suites (generated corpus of >= 200 broken inputs, zero tracebacks).
+test-faults: $(STAMP)
+	$(BIN)/python -m pytest -q -m faults -s
 
 index: $(STAMP)
 	$(BIN)/flowdesk index workflows/library

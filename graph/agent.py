@@ -31,27 +31,28 @@ from langgraph.runtime import Runtime
 
 from workflows.text import message_text
 
-from .context import Context
-from .models import ModelConfigError, chat_model
+from .context import ROLES, Context, ContextError
+from .models import ModelConfigError, role_model
 from .state import InputState, OutputState, State, decision, turn_commands
 
 MAX_MESSAGE_CHARS = 20_000  # longer user messages are refused (embedding/LLM inputs stay bounded)
-MODEL_FIELDS = ("detector_model", "router_model", "executor_model")
+MODEL_FIELDS = tuple(f"{role}_model" for role in ROLES)
 
 
 class AgentInputError(ValueError):
     """The caller's input cannot be processed (e.g. an empty user message); names the field."""
 
 
-class AgentConfigError(ValueError):
-    """The runtime configuration is unusable; the message names the field and the path/value."""
+# One error for unusable configuration, owned by graph.context (a bad Context value raises it when
+# the Context is built; check_context adds the checks that need the registry or the file system).
+AgentConfigError = ContextError
 
 
 def check_context(context: Context) -> None:
     """Fail fast, naming the field: model specs parse, the library directory exists."""
     for name in MODEL_FIELDS:
         try:
-            chat_model(getattr(context, name), context.base_url, field=name)
+            role_model(context, name.removesuffix("_model"))
         except ModelConfigError as exc:
             raise AgentConfigError(str(exc)) from None
     lib = Path(context.library)

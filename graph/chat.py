@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from .agent import MAX_MESSAGE_CHARS, AgentConfigError, AgentInputError, check_context
+from .agent import MAX_MESSAGE_CHARS, check_context
 from .context import Context
 from .state import active_workflow, decision, interrupted_workflows
 
@@ -138,34 +138,65 @@ def print_trace(console: Console, r: TurnResult) -> None:
 
 
 def ask_interrupt(console: Console, payload: Any) -> Any:
+    """The user's answer to an interrupt; end of input declines (an irreversible tool never runs on EOF)."""
+    from workflows.sanitize import normalize_text
+
+    def ask(prompt: str) -> str | None:
+        try:
+            return normalize_text(console.input(prompt)).strip()
+        except EOFError:
+            return None
+
     question, options = interrupt_question(payload)
     console.print(Panel(question, title="the agent asks", border_style="yellow"))
     if options:
-        return console.input("[yellow]your choice (number or words)[/] > ").strip()
+        return ask("[yellow]your choice (number or words)[/] > ") or ""
     while True:
-        answer = console.input("[yellow]yes / no[/] > ").strip().lower()
-        if answer in ("y", "yes", "n", "no"):
-            return "yes" if answer.startswith("y") else "no"
+        answer = ask("[yellow]yes / no[/] > ")
+        if answer is None:
+            return "no"
+        if answer.lower() in ("y", "yes", "n", "no"):
+            return "yes" if answer.lower().startswith("y") else "no"
+
+
+def _tolerant_stdin() -> None:
+    """Undecodable bytes on stdin become U+FFFD later (``normalize_text``) instead of ending the chat."""
+    import sys
+
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):  # detached or not a text stream: the loop still catches decode errors
+            pass
 
 
 def chat(thread: str | None = None, library: str | None = None, trace: bool = False,
          checkpoint: str | None = None, console: Console | None = None) -> None:
-    """Interactive loop; ``/quit`` or Ctrl-D ends it, the thread can be resumed with ``--thread``."""
+    """Interactive loop; ``/quit`` or Ctrl-D ends it, the thread can be resumed with ``--thread``.
+
+    Every known error (a broken library, a bad setting, a checkpoint location) is printed as its named
+    message and exits 2 before the loop starts; inside the loop such an error is printed and the chat
+    goes on."""
+    from workflows.sanitize import normalize_text
+
     from .agent import build_agent
     from .checkpoint import open_checkpointer
-
-    from .checkpoint import CheckpointConfigError
+    from .errors import describe, named_errors
+    from .resources import get_resources
 
     console = console or Console()
-    context = Context(library=library) if library else Context()
-    thread = thread or uuid.uuid4().hex[:8]
     try:
+        context = Context(library=library) if library else Context()
+        thread = normalize_text(thread) if thread else uuid.uuid4().hex[:8]
         check_context(context)
+        get_resources(context).library  # load (and validate) it now: every problem listed, no traceback
         with open_checkpointer(checkpoint):
             pass
-    except (AgentConfigError, CheckpointConfigError) as exc:
-        console.print(f"[red]flowdesk chat: {exc}[/]")
+    except named_errors() as exc:
+        console.print(f"flowdesk chat: {describe(exc)}", style="red", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
+    _tolerant_stdin()
     with open_checkpointer(checkpoint) as saver:
         graph = build_agent(context, checkpointer=saver)
         config = {"configurable": {"thread_id": thread}}
@@ -181,6 +212,10 @@ def chat(thread: str | None = None, library: str | None = None, trace: bool = Fa
                 text = console.input("[bold green]you[/] > ")
             except (EOFError, KeyboardInterrupt):
                 break
+            except UnicodeDecodeError:
+                console.print("[red]that line was not valid text (UTF-8); please type it again[/]")
+                continue
+            text = normalize_text(text)
             if text.strip() in ("/quit", "/exit"):
                 break
             if not text.strip():
@@ -192,8 +227,8 @@ def chat(thread: str | None = None, library: str | None = None, trace: bool = Fa
                 r = run_turn(graph, thread, text, context=context,
                              on_interrupt=lambda p: ask_interrupt(console, p),
                              on_reply=lambda s: console.print(f"[bold cyan]agent[/] > {s}"))
-            except (AgentInputError, AgentConfigError) as exc:
-                console.print(f"[red]{exc}[/]")
+            except named_errors() as exc:
+                console.print(describe(exc), style="red", markup=False, highlight=False, soft_wrap=True)
                 continue
             if trace:
                 print_trace(console, r)

@@ -3,8 +3,11 @@
 ``open_checkpointer()`` opens a SQLite checkpointer at ``.flowdesk/checkpoints.sqlite`` (the CLI
 and Python default).  A ``postgres://`` / ``postgresql://`` URL — argument or env
 ``FLOWDESK_CHECKPOINT_URL`` — opens a Postgres checkpointer instead (langgraph-checkpoint-postgres,
-a main dependency; tests/test_scaleout.py runs it against a real server).  ``langgraph dev`` brings
-its own persistence, so the graph exported in ``langgraph.json`` is compiled without one.
+a main dependency; tests/test_scaleout.py runs it against a real server).  The graph exported in
+``langgraph.json`` is compiled without one: the LangGraph server injects its checkpointer, which
+``langgraph.json``'s ``checkpointer.path`` points at ``graph.serve.server_checkpointer`` — the
+async twin ``open_async_checkpointer`` over the same SQLite file or Postgres database — so served
+threads survive a SIGKILL of the server (``flowdesk serve``).
 
 LangGraph writes a checkpoint after every super-step, each in its own SQLite transaction; the CLI
 and the demo run turns with ``durability="sync"`` (``graph.chat.run_turn``), so a process killed in
@@ -15,9 +18,9 @@ that turn, and a new message simply starts the next one.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import AsyncIterator, Iterator
 
 DEFAULT_PATH = Path(".flowdesk") / "checkpoints.sqlite"
 ENV_URL = "FLOWDESK_CHECKPOINT_URL"
@@ -31,6 +34,44 @@ def _is_postgres(target: str) -> bool:
     return target.startswith(("postgres://", "postgresql://"))
 
 
+def resolve_target(path_or_url: str | os.PathLike | None) -> str:
+    """The checkpoint location: the argument, else ``FLOWDESK_CHECKPOINT_URL``, else the default file."""
+    return str(path_or_url) if path_or_url not in (None, "") else os.environ.get(ENV_URL) or str(DEFAULT_PATH)
+
+
+def _sqlite_path(target: str) -> str:
+    if "://" in target:
+        from workflows.sanitize import redact
+
+        raise CheckpointConfigError(
+            f"checkpoint location {redact(target)!r}: use a file path or a postgres:// URL")
+    if target != ":memory:":
+        path = Path(target)
+        if path.is_dir():
+            raise CheckpointConfigError(f"checkpoint path {path} is a directory; give a .sqlite file path")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+@asynccontextmanager
+async def open_async_checkpointer(path_or_url: str | os.PathLike | None = None) -> AsyncIterator[object]:
+    """The async checkpointer over the same store as ``open_checkpointer`` (for the LangGraph server)."""
+    target = resolve_target(path_or_url)
+    if _is_postgres(target):
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(target) as saver:
+            await saver.setup()
+            yield saver
+        return
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(_sqlite_path(target)) as saver:
+        await saver.conn.execute("PRAGMA journal_mode=WAL")
+        await saver.setup()
+        yield saver
+
+
 @contextmanager
 def open_checkpointer(path_or_url: str | os.PathLike | None = None) -> Iterator[object]:
     """Yield a ready checkpointer; closes its connection on exit.
@@ -38,7 +79,7 @@ def open_checkpointer(path_or_url: str | os.PathLike | None = None) -> Iterator[
     ``None`` reads ``FLOWDESK_CHECKPOINT_URL`` and falls back to ``.flowdesk/checkpoints.sqlite``.
     ``":memory:"`` gives a throw-away SQLite checkpointer.
     """
-    target = str(path_or_url) if path_or_url not in (None, "") else os.environ.get(ENV_URL) or str(DEFAULT_PATH)
+    target = resolve_target(path_or_url)
     if _is_postgres(target):
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
@@ -50,17 +91,9 @@ def open_checkpointer(path_or_url: str | os.PathLike | None = None) -> Iterator[
             saver.setup()  # idempotent: creates/migrates the checkpoint tables
             yield saver
         return
-    if "://" in target:
-        raise CheckpointConfigError(
-            f"checkpoint location {target!r}: use a file path or a postgres:// URL")
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    if target != ":memory:":
-        path = Path(target)
-        if path.is_dir():
-            raise CheckpointConfigError(f"checkpoint path {path} is a directory; give a .sqlite file path")
-        path.parent.mkdir(parents=True, exist_ok=True)
-    with SqliteSaver.from_conn_string(target) as saver:
+    with SqliteSaver.from_conn_string(_sqlite_path(target)) as saver:
         # WAL lets a reader (flowdesk chat --trace, a test) look while another process writes, and
         # keeps committed checkpoints intact when a writer is killed mid-transaction.
         saver.conn.execute("PRAGMA journal_mode=WAL")

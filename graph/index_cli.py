@@ -29,8 +29,8 @@ def index_command(
     try:
         lib = load_library(library)
     except LibraryError as exc:
-        console.print(f"[red]library {library} has problems:[/red]\n{exc}")
-        raise typer.Exit(code=1)
+        console.print(f"[red]library {library} has problems:[/red]\n{exc}", soft_wrap=True)
+        raise typer.Exit(code=2)
     ctx = Context(library=library, **({"store_dir": store} if store else {}),
                   **({"embedding": embedding} if embedding else {}))
     try:

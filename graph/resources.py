@@ -16,14 +16,14 @@ from workflows.library import Library, bundled_patterns_path, load_library
 from workflows.pdl import Workflow
 
 from .context import Context
-from .models import chat_model
+from .models import role_model
 
 _CACHE: dict[tuple, "Resources"] = {}
 _LOCK = threading.Lock()
 MODEL_ROLES = ("detector", "router", "executor")
 # the Context fields the resources are built from (the rest are per-run thresholds nodes read directly)
 _BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url")
-_MODELS: dict[tuple[str, str, str], Any] = {}
+_MODELS: dict[tuple[str, str, str, str], Any] = {}
 
 
 class Resources:
@@ -76,11 +76,10 @@ def model_for(context: Context | None, role: str) -> Any | None:
     """The chat model of a role (detector, router, executor) under ``context``, or None for the offline
     policy.  Built once per (spec, endpoint) and shared; a run's models never touch ``Resources``."""
     context = context or Context()
-    spec, base_url = getattr(context, f"{role}_model", "offline"), context.base_url
-    key = (role, spec, base_url)
+    key = (role, *context.role_settings(role))
     with _LOCK:
-        if key not in _MODELS or spec.startswith("registered:"):
-            _MODELS[key] = chat_model(spec, base_url, field=f"{role}_model")
+        if key not in _MODELS or key[1].startswith("registered:"):
+            _MODELS[key] = role_model(context, role)
         return _MODELS[key]
 
 

@@ -1,8 +1,11 @@
 """The graph ``langgraph dev`` / Studio serves (``langgraph.json`` → ``./graph/studio.py:graph``).
 
 Compiled without a checkpointer: the LangGraph server brings its own persistence (threads,
-interrupts, resume).  Runtime settings come from Studio's configuration panel (``context``) or
-the ``FLOWDESK_*`` environment.
+interrupts, resume; ``flowdesk serve`` makes it our durable checkpointer).  Runtime settings come
+from Studio's configuration panel or the SDK's ``context`` over the ``FLOWDESK_*`` environment; a
+client's ``context`` is validated and cannot change server-side settings (library, stores,
+database paths, URLs) unless the operator allows it (``graph.context.ClientContext``,
+``FLOWDESK_CLIENT_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -21,5 +24,9 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from graph.agent import build_agent  # noqa: E402
+from graph.context import ClientContext  # noqa: E402
 
 graph = build_agent()
+# LangGraph builds the run's context as ``context_schema(**client_mapping)``: with ClientContext that
+# construction applies the client rules (validated values, server-side settings refused).
+graph.context_schema = ClientContext

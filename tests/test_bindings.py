@@ -13,6 +13,8 @@ import pytest
 from graph.context import Context
 from workflows.bindings import ToolRunner, simulate, validate_args
 from workflows.pdl import Workflow
+from workflows.policy import BindingPolicy
+from workflows.sanitize import REDACTED
 
 SEEN: list = []
 
@@ -53,9 +55,13 @@ def workflow(binding: dict, returns=("sum",), params=None) -> Workflow:
                   "returns": list(returns), "binding": binding}]})
 
 
+# This module is a tool module only because the tests' policy allows it (as FLOWDESK_TOOL_MODULES would).
+POLICY = BindingPolicy(tool_modules=("test_bindings",), http_hosts=("127.0.0.1",))
+
+
 @pytest.fixture
 def runner():
-    return ToolRunner(Context(tool_timeout=0.3))
+    return ToolRunner(Context(tool_timeout=0.3), policy=POLICY)
 
 
 def test_python_binding_without_context(runner):
@@ -100,7 +106,10 @@ def test_non_dict_result_is_wrapped(runner):
 def test_unknown_api_and_missing_module(runner):
     assert "no such tool" in runner.run(workflow({"python": "test_bindings:plain"}), "nope", {}).error
     res = runner.run(workflow({"python": "no_such_module_xyz:f"}), "tool", {"a": 1})
-    assert not res.ok and "ModuleNotFoundError" in res.error
+    assert not res.ok and "binding refused: module 'no_such_module_xyz' is not an allowed tool module" in res.error
+    res = ToolRunner(policy=BindingPolicy(tool_modules=("no_such_module_xyz",))).run(
+        workflow({"python": "no_such_module_xyz:f"}), "tool", {"a": 1})
+    assert not res.ok and "module 'no_such_module_xyz' does not exist" in res.error
 
 
 def test_schema_errors_name_tool_and_field(runner):
@@ -191,3 +200,98 @@ def test_http_non_2xx_is_an_error(runner, http_url):
 def test_http_timeout_is_an_error(runner, http_url):
     res = runner.run(workflow({"http": {"url": f"{http_url}/sum", "timeout": 0.2}}), "tool", {"a": 99})
     assert not res.ok and "Timeout" in res.error
+
+
+# --- least privilege, idempotency keys, secrets -------------------------------------------------------
+
+def keyed(a: int, idempotency_key: str | None = None) -> dict:
+    return {"a": a, "key": idempotency_key}
+
+
+def test_python_binding_outside_the_allowed_modules_never_runs():
+    # The default policy (bundled tool modules only) refuses a shell; nothing is imported or called.
+    res = ToolRunner(Context()).run(workflow({"python": "os:system"}, params={
+        "type": "object", "properties": {"command": {"type": "string"}}}), "tool", {"command": "touch /tmp/x"})
+    assert not res.ok and "module 'os' is not an allowed tool module" in res.error
+    assert "FLOWDESK_TOOL_MODULES" in res.error
+
+
+def test_imported_helpers_and_private_names_are_refused():
+    policy = BindingPolicy()
+    res = ToolRunner(policy=policy).run(workflow({"python": "workflows.demo.tools:connect"}), "tool", {"a": 1})
+    assert not res.ok and "imported into 'workflows.demo.tools' from 'workflows.demo.db'" in res.error
+    res = ToolRunner(policy=policy).run(workflow({"python": "workflows.demo.tools:_open"}), "tool", {"a": 1})
+    assert not res.ok and "private" in res.error
+
+
+def test_env_tool_modules_allow_a_package(monkeypatch):
+    monkeypatch.setenv("FLOWDESK_TOOL_MODULES", "test_bindings, acme.tools")
+    policy = BindingPolicy.from_env()
+    assert policy.module_allowed("test_bindings") and policy.module_allowed("acme.tools.billing")
+    assert policy.module_allowed("workflows.demo.tools") and not policy.module_allowed("acme")
+    assert ToolRunner().run(workflow({"python": "test_bindings:plain"}), "tool", {"a": 2}).data == {"sum": 2}
+
+
+def test_python_tool_receives_the_idempotency_key_only_when_declared(runner):
+    res = runner.run(workflow({"python": "test_bindings:keyed"}), "tool", {"a": 1}, idempotency_key="t1:3:call-1")
+    assert res.data == {"a": 1, "key": "t1:3:call-1"}
+    assert runner.run(workflow({"python": "test_bindings:plain"}), "tool", {"a": 1},
+                      idempotency_key="t1:3:call-2").data == {"sum": 1}
+
+
+class _EchoHandler(BaseHTTPRequestHandler):
+    """Echoes what it received, and a 401 that repeats the key (as real providers do)."""
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        if body.get("a") == 401:
+            self._send(401, {"detail": f"invalid key {self.headers.get('X-Api-Key')} for {self.path}"})
+        else:
+            self._send(200, {"key": self.headers.get("Idempotency-Key"), "api_key": self.headers.get("X-Api-Key"),
+                             "path": self.path})
+
+    _send = _Handler._send
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def echo_port():
+    server = HTTPServer(("127.0.0.1", 0), _EchoHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_http_sends_idempotency_key_and_resolves_secrets_at_call_time(runner, echo_port, monkeypatch):
+    monkeypatch.setenv("ECHO_KEY", "k-9f8e7d6c5b4a")
+    wf = workflow({"http": {"url": f"http://127.0.0.1:{echo_port}/x?api_key=${{env:ECHO_KEY}}",
+                            "headers": {"X-Api-Key": "${env:ECHO_KEY}"}}})
+    res = runner.run(wf, "tool", {"a": 1}, idempotency_key="t:1:c")
+    assert res.ok and res.data["key"] == "t:1:c"
+    # the server saw the secret; nothing the agent keeps does
+    assert "k-9f8e7d6c5b4a" not in json.dumps(res.data) and REDACTED in res.data["api_key"]
+    res = runner.run(wf, "tool", {"a": 401})
+    assert not res.ok and "HTTP 401" in res.error and "k-9f8e7d6c5b4a" not in res.error
+    assert "${env:ECHO_KEY}" in res.error  # the template names where, without the value
+
+
+def test_http_refuses_hosts_not_allowed_and_literal_secrets(echo_port, monkeypatch):
+    wf = workflow({"http": {"url": f"http://127.0.0.1:{echo_port}/x"}})
+    res = ToolRunner(Context()).run(wf, "tool", {"a": 1})  # default: no host allowed
+    assert not res.ok and "host '127.0.0.1' is not an allowed http host (allowed: none" in res.error
+    monkeypatch.setenv("FLOWDESK_HTTP_HOSTS", f"127.0.0.1:{echo_port + 1}")
+    assert "not an allowed http host" in ToolRunner().run(wf, "tool", {"a": 1}).error  # other port
+    literal = workflow({"http": {"url": f"http://u:hunter22@127.0.0.1:{echo_port}/x?token=abcdef123"}})
+    res = ToolRunner(policy=POLICY).run(literal, "tool", {"a": 1})
+    assert not res.ok and "literal password" in res.error and "hunter22" not in res.error
+    assert "abcdef123" not in res.error
+
+
+def test_missing_secret_names_the_variable_not_a_value(runner, echo_port, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_SECRET_VAR", raising=False)
+    wf = workflow({"http": {"url": f"http://127.0.0.1:{echo_port}/x", "headers": {"Authorization": "Bearer ${env:NO_SUCH_SECRET_VAR}"}}})
+    res = runner.run(wf, "tool", {"a": 1})
+    assert not res.ok and "environment variable NO_SUCH_SECRET_VAR is not set" in res.error

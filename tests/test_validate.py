@@ -46,6 +46,14 @@ CASES = {
     "binding_two_kinds": (TRACK, 8, "apis[0].binding", "exactly one of python, http, simulate"),
     "binding_bad_python": (TRACK, 8, "apis[0].binding.python", "package.module:function"),
     "binding_wrong_simulate": (TRACK, 8, "apis[0].binding.simulate", "valid boolean"),
+    # least privilege: the default policy allows only flowdesk's own tool modules and no http host
+    "binding_not_allowed": (TRACK, 8, "apis[0].binding.python", "module 'os' is not an allowed tool module"),
+    "binding_missing_function": (TRACK, 8, "apis[0].binding.python", "has no function 'no_such_tool'"),
+    "binding_missing_module": (TRACK, 8, "apis[0].binding.python", "'workflows.demo.tools.nope' does not exist"),
+    "binding_http_host": (TRACK, 10, "apis[0].binding.http.url", "host '169.254.169.254' is not an allowed http host"),
+    # YAML limits: an alias bomb (9 aliases per level) and 5,000-deep nesting are refused at their line
+    "yaml_alias_bomb": (TRACK, 10, "", "values once aliases are expanded"),
+    "yaml_too_deep": (TRACK, 6, "", "nesting deeper than the limit of 50 levels"),
 }
 
 
@@ -135,3 +143,28 @@ def test_yml_files_are_reported_not_silently_skipped(tmp_path):
     _, issues = check_library(tmp_path / "lib")
     assert [(Path(i.file).name, i.line) for i in issues] == [("extra.yml", None)]
     assert "must end in .yaml" in issues[0].message
+
+
+def test_yaml_limits_answer_fast():
+    import time
+
+    for case in ("yaml_alias_bomb", "yaml_too_deep"):
+        start = time.perf_counter()
+        _, issues = check_library(BROKEN / case)
+        assert time.perf_counter() - start < 2.0 and issues[0].message.startswith("YAML limit:"), case
+
+
+def test_http_binding_with_an_allowed_host_and_env_secret_validates(tmp_path, monkeypatch):
+    import shutil
+
+    root = tmp_path / "lib"
+    shutil.copytree(BROKEN / "binding_http_host", root)
+    track = root / TRACK
+    track.write_text(track.read_text().replace("http://169.254.169.254/latest/meta-data",
+                                               "https://api.shop.example/orders?api_key=${env:SHOP_KEY}"))
+    monkeypatch.setenv("FLOWDESK_HTTP_HOSTS", "api.shop.example")
+    assert check_library(root)[1] == []
+    track.write_text(track.read_text().replace("${env:SHOP_KEY}", "sk-live-1234"))
+    issues = check_library(root)[1]
+    assert [(i.line, i.field) for i in issues] == [(10, "apis[0].binding.http.url")]
+    assert "literal secret" in issues[0].message and "sk-live-1234" not in issues[0].message

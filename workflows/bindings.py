@@ -1,16 +1,21 @@
 """How an API runs: python / http / simulate bindings behind one ``ToolRunner``.
 
-``ToolRunner(context).run(workflow, api_name, args) -> ToolResult`` validates the arguments
-against the API's JSON Schema first, then dispatches on the binding.  It never raises for a
-tool's own failure (bad arguments, exception, timeout, HTTP error, ``{"error": ...}`` result):
-those come back as ``ToolResult(ok=False, error=...)`` so the agent can record them as
-environment events.
+``ToolRunner(context).run(workflow, api_name, args, idempotency_key=None) -> ToolResult``
+validates the arguments against the API's JSON Schema first, checks the binding against the
+operator's ``BindingPolicy`` (``workflows.policy``), then dispatches on the binding.  It never
+raises for a tool's own failure (bad arguments, refused binding, exception, timeout, HTTP error,
+``{"error": ...}`` result): those come back as ``ToolResult(ok=False, error=...)`` so the agent can
+record them as environment events.
+
+Idempotency: a python tool that declares an ``idempotency_key`` parameter receives the key; an
+http tool sends it as the ``Idempotency-Key`` header.  Secrets: http ``${env:NAME}`` references
+are resolved only here, at call time; every error text and result passes through
+``workflows.sanitize.redact`` so no secret or credentialled URL reaches a trace or a checkpoint.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import json
 import random
@@ -22,6 +27,11 @@ from typing import Any, Callable
 from jsonschema import Draft202012Validator
 
 from .pdl import Api, Workflow
+from .policy import BindingPolicy, BindingRefused
+from .sanitize import redact, redact_data, resolve_env_refs
+
+IDEMPOTENCY_PARAM = "idempotency_key"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 @dataclass
@@ -123,52 +133,74 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return {"result": value}
 
 
-class ToolRunner:
-    """Runs a workflow's APIs through their bindings. One per configuration (see graph.resources)."""
+@dataclass(frozen=True)
+class _Resolved:
+    fn: Callable
+    takes_context: bool
+    takes_idempotency_key: bool
 
-    def __init__(self, context: Any = None):
+
+class ToolRunner:
+    """Runs a workflow's APIs through their bindings. One per configuration (see graph.resources).
+
+    ``policy`` defaults to ``BindingPolicy.from_env()`` read when the runner is built."""
+
+    def __init__(self, context: Any = None, policy: BindingPolicy | None = None):
         self.context = context
-        self._functions: dict[str, tuple[Callable, bool]] = {}
+        self.policy = policy or BindingPolicy.from_env()
+        self._functions: dict[str, _Resolved] = {}
         self._lock = threading.Lock()
 
     @property
     def timeout(self) -> float:
         return float(getattr(self.context, "tool_timeout", 10.0) or 10.0)
 
-    def resolve(self, target: str) -> tuple[Callable, bool]:
-        """Import ``module:function`` once; also whether it takes a ``context`` keyword."""
+    def resolve(self, target: str) -> _Resolved:
+        """The allowed function behind ``module:function`` (imported once) and the keywords it takes;
+        ``BindingRefused`` when the policy does not allow it."""
         with self._lock:
-            if target not in self._functions:
-                module, _, name = target.partition(":")
-                fn = getattr(importlib.import_module(module), name)
-                try:
-                    takes_ctx = "context" in inspect.signature(fn).parameters
-                except (TypeError, ValueError):
-                    takes_ctx = False
-                self._functions[target] = (fn, takes_ctx)
-            return self._functions[target]
+            if target in self._functions:
+                return self._functions[target]
+        fn = self.policy.resolve_python(target)
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        resolved = _Resolved(fn, "context" in params, IDEMPOTENCY_PARAM in params)
+        with self._lock:
+            self._functions[target] = resolved
+        return resolved
 
-    def run(self, workflow: Workflow, api_name: str, args: dict | None) -> ToolResult:
+    def run(self, workflow: Workflow, api_name: str, args: dict | None,
+            idempotency_key: str | None = None) -> ToolResult:
         start = time.perf_counter()
 
         def done(ok: bool, data: dict | None = None, error: str | None = None) -> ToolResult:
-            return ToolResult(ok, data or {}, error, (time.perf_counter() - start) * 1000)
+            return ToolResult(ok, redact_data(data or {}), redact(error) if error else None,
+                              (time.perf_counter() - start) * 1000)
 
         api = workflow.api(api_name)
         if api is None:
             return done(False, error=f"{api_name}: no such tool in workflow {workflow.name!r}")
+        if not isinstance(args, (dict, type(None))):
+            return done(False, error=f"{api.name}: arguments must be an object, got {type(args).__name__}")
         args = dict(args or {})
-        problems = validate_args(api, args)
+        try:
+            problems = validate_args(api, args)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref the validator did not catch
+            return done(False, error=f"{api.name}: the parameters schema cannot be applied: {type(exc).__name__}: {exc}")
         if problems:
             return done(False, error="; ".join(problems))
         try:
             kind = api.binding.kind
             if kind == "python":
-                data = self._run_python(api, args)
+                data = self._run_python(api, args, idempotency_key)
             elif kind == "http":
-                data = self._run_http(api, args)
+                data = self._run_http(api, args, idempotency_key)
             else:
                 data = simulate(workflow, api, args)
+        except BindingRefused as exc:
+            return done(False, error=f"{api.name}: binding refused: {exc}")
         except TimeoutError as exc:
             return done(False, error=f"{api.name}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a failing tool is an environment event, not a crash
@@ -177,26 +209,44 @@ class ToolRunner:
             return done(False, data, f"{api.name}: {data['error']}")
         return done(True, data)
 
-    def _run_python(self, api: Api, args: dict) -> dict:
-        fn, takes_ctx = self.resolve(api.binding.python)
+    def _run_python(self, api: Api, args: dict, idempotency_key: str | None) -> dict:
+        r = self.resolve(api.binding.python)
         kwargs = dict(args)
-        if takes_ctx:
+        if r.takes_context:
             kwargs["context"] = self.context
-        return _as_dict(_call_with_timeout(lambda: fn(**kwargs), self.timeout))
+        if r.takes_idempotency_key and idempotency_key is not None:
+            kwargs[IDEMPOTENCY_PARAM] = idempotency_key
+        return _as_dict(_call_with_timeout(lambda: r.fn(**kwargs), self.timeout))
 
-    def _run_http(self, api: Api, args: dict) -> dict:
+    def _run_http(self, api: Api, args: dict, idempotency_key: str | None) -> dict:
         import httpx
 
         b = api.binding.http
+        problems = self.policy.http_problems(b.url, b.headers)
+        if problems:
+            raise BindingRefused("; ".join(f"{f}: {m}" for f, m in problems))
+        # Resolved here and only here: the resolved URL/headers never leave this function.
+        url = resolve_env_refs(b.url, what=f"{api.name} url")
+        headers = {k: resolve_env_refs(v, what=f"{api.name} headers.{k}") for k, v in b.headers.items()}
+        if idempotency_key is not None:
+            headers[IDEMPOTENCY_HEADER] = idempotency_key
         timeout = min(b.timeout, self.timeout) if self.context is not None else b.timeout
-        if b.method in ("GET", "DELETE"):
-            resp = httpx.request(b.method, b.url, params=args, timeout=timeout)
-        else:
-            resp = httpx.request(b.method, b.url, json=args, timeout=timeout)
+        where = b.url  # the template (with ${env:...} references) is what errors may name
+        try:
+            # No redirects: a redirect could lead to a host the operator did not allow.
+            if b.method in ("GET", "DELETE"):
+                resp = httpx.request(b.method, url, params=args, headers=headers, timeout=timeout,
+                                     follow_redirects=False)
+            else:
+                resp = httpx.request(b.method, url, json=args, headers=headers, timeout=timeout,
+                                     follow_redirects=False)
+        except httpx.HTTPError as exc:
+            # httpx puts the request URL (with its resolved secrets) in some messages; name the template.
+            raise RuntimeError(f"{type(exc).__name__} calling {where}: {redact(str(exc).replace(url, where))}") from None
         if not 200 <= resp.status_code < 300:
-            raise RuntimeError(f"HTTP {resp.status_code} from {b.url}: {resp.text[:200]}")
+            raise RuntimeError(f"HTTP {resp.status_code} from {where}: {resp.text[:200]}")
         try:
             body = resp.json() if resp.content else {}
         except ValueError:
-            raise RuntimeError(f"{b.url} did not return JSON: {resp.text[:200]!r}") from None
+            raise RuntimeError(f"{where} did not return JSON: {resp.text[:200]!r}") from None
         return _as_dict(body)

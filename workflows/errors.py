@@ -1,7 +1,13 @@
 """Friendly problems: every report names the file, the line and the field.
 
-``yaml_lines`` keeps the YAML node tree so a Pydantic error location such as
+``YamlDoc`` keeps the YAML node tree so a Pydantic error location such as
 ``('apis', 1, 'precondition', 0)`` can be turned into the line a person should open.
+
+YAML is loaded with limits (``yaml_limit_problem``), checked on the parser's event stream before
+any tree is built: at most ``MAX_YAML_BYTES`` per file, ``MAX_YAML_DEPTH`` levels of nesting,
+``MAX_YAML_ALIASES`` aliases and ``MAX_YAML_NODES`` values once aliases are expanded — so an alias
+bomb or a 5,000-deep nesting is a named error at its line within milliseconds, not minutes of CPU
+or a RecursionError.
 """
 
 from __future__ import annotations
@@ -15,6 +21,72 @@ from pydantic import ValidationError
 
 # libyaml's parser when PyYAML was built with it (several times faster on large imported libraries).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MAX_YAML_BYTES = 1_000_000    # the largest imported workflow file is about 30 kB
+MAX_YAML_DEPTH = 50           # workflows nest about 8 levels (JSON Schemas inside apis)
+MAX_YAML_ALIASES = 200
+MAX_YAML_NODES = 200_000      # values after expanding aliases; an imported workflow has a few hundred
+
+
+class _Loader(_LOADER):
+    def construct_object(self, node, deep=False):
+        # SafeConstructor lets Python's own errors escape (the timestamp 2026-13-45, an integer over
+        # 4,300 digits): turn them into a YAML error that carries the value's line.
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise yaml.constructor.ConstructorError(None, None, f"invalid value {str(node.value)[:40]!r}: {exc}",
+                                                    node.start_mark) from None
+
+
+class YamlLimitError(yaml.YAMLError):
+    """A YAML document over one of the loader's limits; ``line`` is where the limit was crossed."""
+
+    def __init__(self, line: int | None, message: str):
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
+def yaml_limit_problem(text: str) -> YamlLimitError | None:
+    """The first limit ``text`` crosses, from a single pass over the parser's events, or None.
+
+    Each anchored node's expanded size is remembered, so an alias costs what it expands to and the
+    count grows exactly as construction would, without constructing anything."""
+    if len(text) > MAX_YAML_BYTES:
+        return YamlLimitError(None, f"file is larger than the limit of {MAX_YAML_BYTES:,} characters")
+    depth = aliases = nodes = 0
+    anchors: dict[str, int] = {}
+    open_nodes: list[tuple[str | None, int]] = []
+    for ev in yaml.parse(text, Loader=_LOADER):
+        line = ev.start_mark.line + 1 if ev.start_mark else None
+        if isinstance(ev, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                return YamlLimitError(line, f"nesting deeper than the limit of {MAX_YAML_DEPTH} levels")
+            open_nodes.append((ev.anchor, nodes))
+            nodes += 1
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            depth -= 1
+            anchor, start = open_nodes.pop()
+            if anchor:
+                anchors[anchor] = nodes - start
+        elif isinstance(ev, yaml.ScalarEvent):
+            nodes += 1
+            if ev.anchor:
+                anchors[ev.anchor] = 1
+        elif isinstance(ev, yaml.AliasEvent):
+            if any(anchor == ev.anchor for anchor, _ in open_nodes):
+                return YamlLimitError(line, f"alias *{ev.anchor} is inside the node it names (a cycle)")
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                return YamlLimitError(line, f"more than the limit of {MAX_YAML_ALIASES} aliases (*name)")
+            nodes += anchors.get(ev.anchor, 1)
+        if nodes > MAX_YAML_NODES:
+            return YamlLimitError(line, f"more than {MAX_YAML_NODES:,} values once aliases are expanded "
+                                        f"(an alias bomb?)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -49,9 +121,21 @@ class YamlDoc:
 
     def __init__(self, path: Path, text: str | None = None):
         self.path = path
-        text = path.read_text(encoding="utf-8") if text is None else text
-        self.node = yaml.compose(text, Loader=_LOADER)  # raises yaml.YAMLError with a mark
-        self.data = yaml.load(text, Loader=_LOADER)
+        if text is None:
+            size = path.stat().st_size
+            if size > MAX_YAML_BYTES:  # do not even read it
+                raise YamlLimitError(None, f"file is larger than the limit of {MAX_YAML_BYTES:,} bytes ({size:,})")
+            text = path.read_text(encoding="utf-8")
+        problem = yaml_limit_problem(text)  # raises yaml.YAMLError with a mark on bad syntax
+        if problem is not None:
+            raise problem
+        # One parse: compose the node tree (for lines), then construct the data from it.
+        loader = _Loader(text)
+        try:
+            self.node = loader.get_single_node()
+            self.data = loader.construct_document(self.node) if self.node is not None else None
+        finally:
+            loader.dispose()
 
     def duplicate_keys(self) -> list[tuple[str, int]]:
         """``(field path, line)`` of every key repeated in a mapping (PyYAML silently keeps the last)."""
@@ -112,6 +196,8 @@ class YamlDoc:
 def load_yaml(path: Path) -> tuple[YamlDoc | None, list[Issue]]:
     try:
         doc = YamlDoc(path)
+    except YamlLimitError as exc:
+        return None, [Issue(str(path), exc.line, "", f"YAML limit: {exc.message}")]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -119,9 +205,14 @@ def load_yaml(path: Path) -> tuple[YamlDoc | None, list[Issue]]:
         ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
         if ctx and ctx_mark and (not mark or ctx_mark.line != mark.line):
             problem += f" ({ctx} that starts on line {ctx_mark.line + 1})"
-        return None, [Issue(str(path), mark.line + 1 if mark else None, "", f"YAML syntax error: {problem}")]
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Issue(str(path), None, "", f"cannot read: {exc}")]
+        kind = "value error" if isinstance(exc, yaml.constructor.ConstructorError) else "syntax error"
+        return None, [Issue(str(path), mark.line + 1 if mark else None, "", f"YAML {kind}: {problem}")]
+    except UnicodeDecodeError as exc:
+        return None, [Issue(str(path), None, "", f"cannot read: not UTF-8 text (byte {exc.start}: {exc.reason})")]
+    except OSError as exc:
+        return None, [Issue(str(path), None, "", f"cannot read: {exc.strerror or exc}")]
+    except (ValueError, OverflowError, TypeError, RecursionError) as exc:  # _Loader names the line; a last guard
+        return None, [Issue(str(path), None, "", f"YAML value error: {exc}")]
     if not isinstance(doc.data, dict):
         return None, [Issue(str(path), 1, "", "expected a mapping of fields at the top level")]
     return doc, [Issue(str(path), line, field, "this key appears twice in the same mapping; only the last one counts")

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from .errors import Issue, LibraryError, load_yaml, pydantic_issues
 from .pdl import Domain, Role, Workflow
+from .policy import BindingPolicy
 from .validate import validate_workflow
 
 DOMAIN_FILE = "_domain.yaml"
@@ -62,19 +63,22 @@ def _parse(path: Path, model):
     return obj, doc, issues
 
 
-def load_workflow(path: Path) -> Workflow:
+def load_workflow(path: Path, policy: BindingPolicy | None = None) -> Workflow:
     """Load and validate one workflow file on its own (no library-level checks)."""
     wf, doc, issues = _parse(Path(path), Workflow)
     if wf is not None:
-        issues = issues + validate_workflow(wf, doc)
+        issues = issues + validate_workflow(wf, doc, policy)
     if issues:
         raise LibraryError(issues)
     wf._source = Path(path)
     return wf
 
 
-def check_library(root: str | Path) -> tuple[Library, list[Issue]]:
+def check_library(root: str | Path, policy: BindingPolicy | None = None) -> tuple[Library, list[Issue]]:
+    """The library and every problem in it; bindings are checked against ``policy``
+    (default: the operator's ``BindingPolicy.from_env()``)."""
     root = Path(root)
+    policy = policy or BindingPolicy.from_env()
     lib = Library(root)
     issues: list[Issue] = []
     docs = {}  # workflow name -> its YamlDoc, to point later checks at the right line
@@ -110,7 +114,7 @@ def check_library(root: str | Path) -> tuple[Library, list[Issue]]:
             issues += errs
             if wf is None:
                 continue
-            issues += validate_workflow(wf, doc)
+            issues += validate_workflow(wf, doc, policy)
             wf._source = path
             if depth != 3 or (wf.domain, wf.role) != rel.parts[:2]:
                 # point at the field that disagrees with the folder (the domain when both do)
@@ -138,8 +142,8 @@ def check_library(root: str | Path) -> tuple[Library, list[Issue]]:
     return lib, issues
 
 
-def load_library(root: str | Path) -> Library:
-    lib, issues = check_library(root)
+def load_library(root: str | Path, policy: BindingPolicy | None = None) -> Library:
+    lib, issues = check_library(root, policy)
     if issues:
         raise LibraryError(issues)
     return lib

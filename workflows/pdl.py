@@ -49,9 +49,13 @@ class Slot(_Model):
 
 
 class HttpBinding(_Model):
+    """An HTTP tool.  Secrets are ``${env:NAME}`` references (in ``url`` or ``headers``), resolved
+    at call time; the host must be allowed by the operator (``workflows.policy``)."""
+
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    url: str
-    timeout: float = 10.0
+    url: str = Field(min_length=1, max_length=2000)
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=10.0, gt=0, le=300)
 
 
 class Binding(_Model):

@@ -14,6 +14,7 @@ from jsonschema.exceptions import SchemaError
 
 from .errors import Issue, YamlDoc
 from .pdl import BUILTIN_ANSWERS, Workflow
+from .policy import BindingPolicy, BindingRefused
 from .procedure import ProcedureError, condition_names_with_lines, parse_procedure
 
 
@@ -39,7 +40,37 @@ def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
-def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
+def _refs(schema, loc: tuple) -> list[tuple[tuple, str]]:
+    """``(location, value)`` of every ``$ref`` in a JSON Schema (a remote one would be fetched or fail)."""
+    out: list[tuple[tuple, str]] = []
+    if isinstance(schema, dict):
+        for k, v in schema.items():
+            if k == "$ref" and isinstance(v, str):
+                out.append((loc + (k,), v))
+            else:
+                out += _refs(v, loc + (k,))
+    elif isinstance(schema, list):
+        for j, v in enumerate(schema):
+            out += _refs(v, loc + (j,))
+    return out
+
+
+def binding_issues(wf: Workflow, policy: BindingPolicy, add) -> None:
+    """Refuse bindings the policy does not allow, at the binding's line."""
+    for i, api in enumerate(wf.apis):
+        b = api.binding
+        if b.python:
+            try:
+                policy.resolve_python(b.python)
+            except BindingRefused as exc:
+                add(("apis", i, "binding", "python"), f"binding {b.python!r} refused: {exc}")
+        elif b.http is not None:
+            for fld, msg in policy.http_problems(b.http.url, b.http.headers):
+                add(("apis", i, "binding", "http", *fld.split(".", 1)), msg)
+
+
+def validate_workflow(wf: Workflow, doc: YamlDoc | None = None, policy: BindingPolicy | None = None) -> list[Issue]:
+    """Every semantic problem of one workflow; ``policy`` defaults to ``BindingPolicy.from_env()``."""
     file = str(doc.path) if doc else str(wf.source or wf.name)
     line = doc.line if doc else (lambda loc: None)
     issues: list[Issue] = []
@@ -81,6 +112,9 @@ def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
             # exc.path is where inside the schema the mistake sits, e.g. properties.x.type
             add(("apis", i, "parameters", *exc.path), f"invalid JSON Schema: {exc.message}")
             continue
+        for ref_loc, ref in _refs(api.parameters, ("apis", i, "parameters")):
+            if not ref.startswith("#"):
+                add(ref_loc, f"only local references ('#/...') are allowed, got {ref[:80]!r}")
         if api.parameters.get("type", "object") != "object":
             add(("apis", i, "parameters", "type"), "the parameters schema must have type 'object'")
         props = api.parameters.get("properties", {})
@@ -95,7 +129,8 @@ def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
             proc = parse_procedure(wf.procedure)
         except ProcedureError as exc:
             at = base + exc.line - 1 if base and exc.line else None
-            add(("procedure",), f"line {exc.line} of the procedure: {exc.message}", at)
+            where = f"line {exc.line} of the procedure" if exc.line else "the procedure"
+            add(("procedure",), f"{where}: {exc.message}", at)
             proc = None
         if proc is not None:
             calls = proc.calls()
@@ -119,4 +154,5 @@ def validate_workflow(wf: Workflow, doc: YamlDoc | None = None) -> list[Issue]:
         for var in ans.variables:
             if var not in values:
                 add(("answers", i, "template"), f"template uses unknown name ${var}")
+    binding_issues(wf, policy or BindingPolicy.from_env(), add)
     return issues

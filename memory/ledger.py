@@ -1,0 +1,244 @@
+"""The tool-call ledger: a durable record of every side effect, for exactly-once tools.
+
+Every tool call has an idempotency key (``call_key(thread, turn, call_id)``).  The ledger records
+the key *before* the call and the result *after* it, in a store that survives the process: SQLite
+by default (``ledger.sqlite`` beside the checkpoints, see ``ledger_location``), PostgreSQL when
+given a ``postgres://`` URL (the same database as the checkpoints, table ``flowdesk_ledger``).
+
+API (every method is safe across threads and processes; writes commit before they return)::
+
+    ledger = open_ledger(".flowdesk/ledger.sqlite")      # or "postgresql://...", or ":memory:"
+    rec = ledger.begin(key, tool, args, thread=None)     # None: the key is new, the caller runs the tool
+                                                          # a LedgerRecord: the key was begun before
+    ledger.complete(key, result, ok=True)                 # the outcome, once known
+    ledger.get(key) -> LedgerRecord | None
+    ledger.pending(thread) -> list[LedgerRecord]          # begun, never completed: outcome unknown
+    ledger.records(thread) -> list[LedgerRecord]          # every call of a thread, oldest first
+    ledger.close()
+
+The rule for the caller (the tools node):
+
+1. ``begin`` returns ``None`` → run the tool with the key (python tools receive it as
+   ``idempotency_key``, http tools as the ``Idempotency-Key`` header), then ``complete``.
+2. ``begin`` returns a record with ``status == "done"`` or ``"failed"`` → do **not** run the tool;
+   use ``record.result`` (a replay after a crash gets the recorded outcome).
+3. ``begin`` returns a record with ``status == "pending"`` → an earlier attempt began and its outcome
+   is unknown (the process died between the call and ``complete``).  Do not repeat an irreversible
+   call blindly: reconcile it (ask the tool with the same key — an idempotent tool answers with the
+   first outcome — or tell the user), then ``complete``.
+
+Exactly one of several concurrent ``begin`` calls with the same key returns ``None`` (an atomic
+insert-if-absent), so two workers replaying the same turn cannot both run the tool.
+
+``args`` and ``result`` are stored through ``workflows.sanitize.redact_data``: a ledger never holds
+a secret.  ``thread`` defaults to the part of the key before the first ``:``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from workflows.sanitize import redact, redact_data
+
+Status = Literal["pending", "done", "failed"]
+TABLE = "flowdesk_ledger"
+LEDGER_FILE = "ledger.sqlite"
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be opened or used (names the location, never a password)."""
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    key: str
+    thread: str
+    tool: str
+    args: dict[str, Any]
+    status: Status
+    result: dict[str, Any] | None
+    started_at: float
+    finished_at: float | None
+
+    @property
+    def unknown_outcome(self) -> bool:
+        return self.status == "pending"
+
+
+def call_key(thread: str, turn: int | str, call_id: str) -> str:
+    """The idempotency key of one tool call: stable across a replay of the same turn."""
+    return f"{thread}:{turn}:{call_id}"
+
+
+def ledger_location(checkpoint: str | os.PathLike | None) -> str:
+    """Where the ledger of a checkpoint store lives: the same Postgres database, ``ledger.sqlite``
+    beside a SQLite checkpoint file, ``:memory:`` for an in-memory checkpointer."""
+    target = str(checkpoint) if checkpoint not in (None, "") else ""
+    if not target:
+        from_env = os.environ.get("FLOWDESK_CHECKPOINT_URL", "")
+        target = from_env or str(Path(".flowdesk") / "checkpoints.sqlite")
+    if target.startswith(("postgres://", "postgresql://")) or target == ":memory:":
+        return target
+    return str(Path(target).with_name(LEDGER_FILE))
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(redact_data(obj), sort_keys=True, default=str)
+
+
+class Ledger:
+    """Base: the SQL is shared; subclasses supply the connection and the parameter style."""
+
+    _param = "?"
+
+    def __init__(self, location: str):
+        self.location = location
+        self._lock = threading.Lock()
+
+    # --- subclass hooks ------------------------------------------------------------------------------
+    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", self._param)
+
+    # --- API -----------------------------------------------------------------------------------------
+    def begin(self, key: str, tool: str, args: dict[str, Any] | None, *, thread: str | None = None) -> LedgerRecord | None:
+        """Record that ``tool`` is about to run under ``key``.  ``None`` when the key is new (run the
+        tool); else the existing record (do not run it again; see the module docstring)."""
+        thread = thread if thread is not None else key.split(":", 1)[0]
+        inserted = self._execute(self._sql(
+            f"INSERT INTO {TABLE} (key, thread, tool, args, status, started_at) VALUES (?, ?, ?, ?, 'pending', ?) "
+            f"ON CONFLICT (key) DO NOTHING RETURNING key"), (key, thread, tool, _dump(args or {}), time.time()))
+        if inserted:
+            return None
+        rec = self.get(key)
+        if rec is None:  # deleted between the two statements: cannot happen without an operator
+            raise LedgerError(f"ledger {self._where()}: key {key!r} vanished while it was begun")
+        return rec
+
+    def complete(self, key: str, result: dict[str, Any] | None, *, ok: bool = True) -> None:
+        """Record the outcome of the call begun under ``key`` (idempotent: the first outcome stays)."""
+        rows = self._execute(self._sql(
+            f"UPDATE {TABLE} SET status = ?, result = ?, finished_at = ? WHERE key = ? AND status = 'pending' "
+            f"RETURNING key"), ("done" if ok else "failed", _dump(result or {}), time.time(), key))
+        if not rows and self.get(key) is None:
+            raise LedgerError(f"ledger {self._where()}: complete({key!r}) without begin")
+
+    def get(self, key: str) -> LedgerRecord | None:
+        rows = self._execute(self._sql(f"SELECT {self._cols} FROM {TABLE} WHERE key = ?"), (key,))
+        return self._record(rows[0]) if rows else None
+
+    def pending(self, thread: str) -> list[LedgerRecord]:
+        """Calls of ``thread`` begun and never completed: their outcome is unknown."""
+        rows = self._execute(self._sql(f"SELECT {self._cols} FROM {TABLE} WHERE thread = ? AND status = 'pending' "
+                                       f"ORDER BY started_at, key"), (thread,))
+        return [self._record(r) for r in rows]
+
+    def records(self, thread: str) -> list[LedgerRecord]:
+        rows = self._execute(self._sql(f"SELECT {self._cols} FROM {TABLE} WHERE thread = ? ORDER BY started_at, key"),
+                             (thread,))
+        return [self._record(r) for r in rows]
+
+    # --- helpers -------------------------------------------------------------------------------------
+    _cols = "key, thread, tool, args, status, result, started_at, finished_at"
+    _schema = (f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, thread TEXT NOT NULL, tool TEXT NOT NULL, "
+               f"args TEXT NOT NULL, status TEXT NOT NULL, result TEXT, started_at DOUBLE PRECISION NOT NULL, "
+               f"finished_at DOUBLE PRECISION)")
+    _index = f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, status)"
+
+    @staticmethod
+    def _record(row: tuple) -> LedgerRecord:
+        key, thread, tool, args, status, result, started, finished = row
+        return LedgerRecord(key, thread, tool, json.loads(args), status,
+                            json.loads(result) if result is not None else None, float(started),
+                            float(finished) if finished is not None else None)
+
+    def _where(self) -> str:
+        return redact(self.location)
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SqliteLedger(Ledger):
+    def __init__(self, location: str):
+        super().__init__(location)
+        if location != ":memory:":
+            path = Path(location)
+            if path.is_dir():
+                raise LedgerError(f"ledger path {path} is a directory; give a .sqlite file path")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # autocommit (isolation_level=None): every statement is its own committed transaction.
+            self._conn = sqlite3.connect(location, timeout=30, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")  # a completed record survives power loss too
+            self._conn.execute(self._schema)
+            self._conn.execute(self._index)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"ledger {location}: {exc}") from None
+
+    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise LedgerError(f"ledger {self.location}: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class PostgresLedger(Ledger):
+    _param = "%s"
+
+    def __init__(self, url: str):
+        super().__init__(url)
+        import psycopg
+
+        try:
+            self._conn = psycopg.connect(url, autocommit=True)
+            self._conn.execute(self._schema)
+            self._conn.execute(self._index)
+        except psycopg.Error as exc:
+            raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
+
+    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        import psycopg
+
+        with self._lock:
+            try:
+                cur = self._conn.execute(sql, params)
+                return cur.fetchall() if cur.description else []
+            except psycopg.Error as exc:
+                raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def open_ledger(location: str | os.PathLike | None = None) -> Ledger:
+    """A ledger at a SQLite path, ``:memory:`` or a ``postgres://`` URL (default: beside the
+    default checkpoints, ``.flowdesk/ledger.sqlite``)."""
+    target = str(location) if location not in (None, "") else ledger_location(None)
+    if target.startswith(("postgres://", "postgresql://")):
+        return PostgresLedger(target)
+    if "://" in target:
+        raise LedgerError(f"ledger location {redact(target)!r}: use a file path or a postgres:// URL")
+    return SqliteLedger(target)
