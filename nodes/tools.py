@@ -20,6 +20,7 @@ from graph.context import Context
 from graph.resources import get_resources
 from dialogue.frames import top
 from graph.state import State
+from workflows.sanitize import redact_data
 from workflows.text import CONFIRM_WORDS, REFUSE_WORDS, words
 from workflows.pdl import Api
 
@@ -82,7 +83,8 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}]),
         ToolMessage(content=content, tool_call_id=call_id, name=name, status="success" if status == "ok" else "error"),
     ]
-    update["trace"] = [{"event": "environment", "workflow": wf_name, "api": name, "args": args, "ok": status == "ok",
-                        "status": status, "result": data, "error": error, "elapsed_ms": round(elapsed, 2),
-                        "turn": turn}]
+    # the event log is not the workflow's memory: credentials in it are redacted by name as well
+    update["trace"] = [{"event": "environment", "workflow": wf_name, "api": name, "args": redact_data(args),
+                        "ok": status == "ok", "status": status, "result": redact_data(data), "error": error,
+                        "elapsed_ms": round(elapsed, 2), "turn": turn}]
     return update

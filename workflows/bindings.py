@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 
 from .pdl import Api, Workflow
 from .policy import BindingPolicy, BindingRefused
-from .sanitize import redact, redact_data, resolve_env_refs
+from .sanitize import redact, resolve_env_refs, strip_secrets
 
 IDEMPOTENCY_PARAM = "idempotency_key"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -176,7 +176,7 @@ class ToolRunner:
         start = time.perf_counter()
 
         def done(ok: bool, data: dict | None = None, error: str | None = None) -> ToolResult:
-            return ToolResult(ok, redact_data(data or {}), redact(error) if error else None,
+            return ToolResult(ok, strip_secrets(data or {}), redact(error) if error else None,
                               (time.perf_counter() - start) * 1000)
 
         api = workflow.api(api_name)

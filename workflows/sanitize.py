@@ -109,6 +109,30 @@ def _is_placeholder(value: str) -> bool:
     return value.startswith(REDACTED[:-1]) or value.startswith("${env:")
 
 
+def strip_secrets(obj: Any) -> Any:
+    """The operator's registered secrets (``${env:NAME}`` values) removed from every string of a JSON-like
+    value — and nothing else: what a tool returns (a session token, say) is the workflow's data, which
+    later calls need; only logs and traces go through the stricter ``redact_data``."""
+    with _LOCK:
+        secrets = sorted(_SECRETS, key=len, reverse=True)
+    if not secrets:
+        return obj
+
+    def walk(o: Any) -> Any:
+        if isinstance(o, str):
+            for sec in secrets:
+                if sec in o:
+                    o = o.replace(sec, REDACTED)
+            return o
+        if isinstance(o, dict):
+            return {k: walk(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return type(o)(walk(v) for v in o)
+        return o
+
+    return walk(obj)
+
+
 def redact_data(obj: Any) -> Any:
     """``redact`` applied to every string of a JSON-like value (keys named like secrets lose their value)."""
     if isinstance(obj, str):
