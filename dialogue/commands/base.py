@@ -9,11 +9,11 @@ Commands are immutable; ``apply`` returns a new stack and never mutates the one 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from ..frames import Frame
+from ..frames import Frame, top
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,6 @@ class Command(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     command: str
     turn: int = 0
-    kind: ClassVar[str] = ""
 
     def apply(self, stack: list[Frame], env: ApplyEnv) -> list[Frame]:
         return stack  # commands that only inform the executor (chit-chat, clarify) leave the stack as it is
@@ -40,6 +39,17 @@ class Command(BaseModel):
 
 def replace_top(stack: list[Frame], frame: Frame) -> list[Frame]:
     return [*stack[:-1], frame]
+
+
+def set_on_top(stack: list[Frame], slot: str, value: Any, env: ApplyEnv) -> list[Frame]:
+    """A slot value on the active frame; the calls that used another value (or none) run again."""
+    frame = top(stack)
+    if frame is None:
+        return stack
+    slots = {**(frame.get("slots") or {}), slot: value}
+    executed = env.invalidate(frame, {slot: value})
+    update = {"slots": slots} if executed is None else {"slots": slots, "executed": executed, "status": "active"}
+    return replace_top(stack, Frame(**{**frame, **update}))
 
 
 def suspend(stack: list[Frame], env: ApplyEnv) -> list[Frame]:

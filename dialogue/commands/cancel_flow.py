@@ -3,7 +3,7 @@ stack; what was interrupted below stays resumable (it is not resumed unasked).""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from ..frames import Frame
 from .base import ApplyEnv, Command
@@ -11,7 +11,6 @@ from .base import ApplyEnv, Command
 
 class CancelFlow(Command):
     command: Literal["cancel_flow"] = "cancel_flow"
-    kind: ClassVar[str] = "cancel_flow"
     workflow: str
 
     def apply(self, stack: list[Frame], env: ApplyEnv) -> list[Frame]:

@@ -5,16 +5,14 @@ active workflow cannot answer while it waits for an answer: the agent says so an
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from .base import Command
 
 
 class ChitChat(Command):
     command: Literal["chitchat"] = "chitchat"
-    kind: ClassVar[str] = "chitchat"
 
 
 class OutOfScope(Command):
     command: Literal["out_of_scope"] = "out_of_scope"
-    kind: ClassVar[str] = "out_of_scope"

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from .base import Command
 
 
 class Clarify(Command):
     command: Literal["clarify"] = "clarify"
-    kind: ClassVar[str] = "clarify"
     options: list[str]

@@ -3,7 +3,7 @@ answer is given when it has one; nothing is left waiting."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from ..frames import Frame
 from .base import ApplyEnv, Command
@@ -11,7 +11,6 @@ from .base import ApplyEnv, Command
 
 class Close(Command):
     command: Literal["close"] = "close"
-    kind: ClassVar[str] = "close"
 
     def apply(self, stack: list[Frame], env: ApplyEnv) -> list[Frame]:
         return stack  # the closing answer (respond) completes the frame; interrupted ones stay resumable

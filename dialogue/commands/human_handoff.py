@@ -3,11 +3,10 @@ as they are, so a colleague (or the user, later) can pick them up."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from .base import Command
 
 
 class HumanHandoff(Command):
     command: Literal["human_handoff"] = "human_handoff"
-    kind: ClassVar[str] = "human_handoff"

@@ -3,7 +3,7 @@ active with its saved progress; the workflow it interrupts is kept below when un
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from ..frames import Frame
 from .base import ApplyEnv, Command, activate
@@ -11,7 +11,6 @@ from .base import ApplyEnv, Command, activate
 
 class ResumeFlow(Command):
     command: Literal["resume_flow"] = "resume_flow"
-    kind: ClassVar[str] = "resume_flow"
     workflow: str
 
     def apply(self, stack: list[Frame], env: ApplyEnv) -> list[Frame]:

@@ -3,12 +3,11 @@ reply is not taken as the slot's value; branch conditions on missing information
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from .base import Command
 
 
 class SkipQuestion(Command):
     command: Literal["skip_question"] = "skip_question"
-    kind: ClassVar[str] = "skip_question"
     asked: list[str] = []

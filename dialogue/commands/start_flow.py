@@ -4,7 +4,7 @@ interrupted instance of it is taken back with its progress, the previous active 
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from ..frames import Frame, new_frame
 from .base import ApplyEnv, Command, activate
@@ -12,7 +12,6 @@ from .base import ApplyEnv, Command, activate
 
 class StartFlow(Command):
     command: Literal["start_flow"] = "start_flow"
-    kind: ClassVar[str] = "start_flow"
     workflow: str | None = None  # None: to be found by retrieval
     query: str = ""  # the self-generated query that found it
     confidence: float = 1.0
