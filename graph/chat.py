@@ -21,6 +21,8 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .agent import MAX_MESSAGE_CHARS, check_context
+from workflows.text import message_text
+
 from .context import Context
 from .state import active_workflow, decision, interrupted_workflows
 
@@ -80,7 +82,7 @@ def _collect(result: TurnResult, node: str, update: dict | None, on_reply: Calla
                 if call.get("id") == msg.tool_call_id:
                     call["result"] = msg.content
         elif isinstance(msg, AIMessage) and msg.content:
-            text = msg.content if isinstance(msg.content, str) else str(msg.content)
+            text = message_text(msg)
             result.replies.append(text)
             if on_reply:
                 on_reply(text)

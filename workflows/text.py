@@ -30,12 +30,17 @@ would could can will do does did have has had like want need get go let lets tha
 im i'd id that'll bye goodbye hi hello hey else nothing more anything one some more also really
 """.split())
 
-# Affirmations and refusals at the start of a reply ("yes please", "no thanks").
-YES_PHRASES = frozenset({"yes", "yeah", "yep", "yup", "sure", "correct", "right", "ok", "okay", "please do",
-                         "absolutely", "definitely", "of course", "affirmative", "that's right", "go ahead",
-                         "sounds good", "true"})
-NO_PHRASES = frozenset({"no", "nope", "nah", "not really", "negative", "don't", "do not", "false", "no thanks",
-                        "no thank you"})
+# Affirmations and refusals at the start of a reply ("yes please", "sounds great", "no thanks", "I don't").
+_YES = (r"(yes|yeah|yep|yup|sure|ok|okay|alright|all right|absolutely|definitely|of course|correct|right|affirmative|"
+        r"that'?s right|true|perfect|great|sounds good|that works|please do|go ahead|fine|exactly|"
+        r"that would be (great|fantastic|perfect|nice|wonderful|lovely|good|awesome|amazing)|"
+        r"(that )?sounds (great|perfect|fine|nice|wonderful|lovely))")
+_NO = r"(no|nope|nah|not|nothing|negative|false|don'?t|do not|i don'?t|i do not|i'?m not|i am not)"
+YES_START = re.compile(rf"^\W*(please\W+)?{_YES}\b", re.I)
+NO_START = re.compile(rf"^\W*{_NO}\b", re.I)
+# "I don't know" is neither a yes nor a no: the user cannot answer.
+UNSURE = re.compile(r"\b(?:don'?t|do not|didn'?t) (?:know|have|remember|recall)\b|\bforgot\b|\bno idea\b|"
+                    r"\bnot sure\b|\bcan'?t remember\b", re.I)
 
 # Single words that confirm / refuse an irreversible action ("yes, go ahead" / "no, wait").
 CONFIRM_WORDS = frozenset({"yes", "y", "yeah", "yep", "sure", "ok", "okay", "confirm", "confirmed", "go", "proceed",
@@ -91,15 +96,14 @@ def stemmed(ws: Iterable[str], size: int = 4) -> set[str]:
 
 
 def yes_no(text: str) -> bool | None:
-    """True / False when the reply starts with an affirmation / refusal, else None."""
-    t = re.sub(r"[^\w\s']", " ", (text or "").lower()).strip()
-    first = " ".join(t.split()[:3])
-    for phrase in sorted(NO_PHRASES, key=len, reverse=True):
-        if re.match(rf"{re.escape(phrase)}\b", first):
-            return False
-    for phrase in sorted(YES_PHRASES, key=len, reverse=True):
-        if re.match(rf"{re.escape(phrase)}\b", first):
-            return True
+    """True / False when the reply starts with an affirmation / a refusal, else None (refusals win;
+    "I don't know" is neither)."""
+    if UNSURE.search(text or ""):
+        return None
+    if NO_START.search(text or ""):
+        return False
+    if YES_START.search(text or ""):
+        return True
     return None
 
 

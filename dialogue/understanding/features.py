@@ -7,16 +7,10 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from workflows.text import FILLERS, message_text, role_of
+from workflows.text import FILLERS, NO_START, YES_START, message_text, role_of
 
 # --- lexical features -------------------------------------------------------------------------------
 
-_YES = (r"(yes|yeah|yep|yup|sure|ok|okay|alright|all right|absolutely|definitely|of course|correct|right|"
-        r"perfect|great|sounds good|that works|please do|go ahead|fine|exactly|that would be (great|fantastic|"
-        r"perfect|nice|wonderful|lovely|good|awesome|amazing)|(that )?sounds (great|perfect|fine|nice|wonderful|lovely))")
-_NO = r"(no|nope|nah|not|nothing|negative|i don'?t|i do not|i'?m not|i am not)"
-YES_START = re.compile(rf"^\W*(please\W+)?{_YES}\b", re.I)
-NO_START = re.compile(rf"^\W*{_NO}\b", re.I)
 CLOSING = re.compile(r"\b(that'?s all|that is all|that'?ll be all|that will be all|that would be all|"
                      r"nothing else|nothing more|nothing further|no more|i'?m good|i am good|i'?m all set|"
                      r"all set|good ?bye|bye|see you|have a (good|nice|great) (day|night|one|evening))\b", re.I)

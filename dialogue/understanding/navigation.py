@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workflows.text import FILLERS, yes_no
+from workflows.text import FILLERS, UNSURE, yes_no
 
 from ..commands import (CancelFlow, ChitChat, Close, Command, HumanHandoff, ResumeFlow, SkipQuestion,
                         StartFlow)
@@ -18,8 +18,6 @@ BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:w
 CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
                     r"i changed my mind)\b", re.I)
 ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
-DONT_KNOW = re.compile(r"\b(?:don'?t|do not|didn'?t) (?:know|have|remember|recall)\b|\bforgot\b|\bno idea\b|"
-                       r"\bnot sure\b|\bcan'?t remember\b", re.I)
 HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
                    r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
                    r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)\b", re.I)
@@ -50,7 +48,7 @@ def pick_resume(text: str, stacked: list[str], describe: dict[str, str]) -> str 
 
 def reading_of(text: str) -> dict[str, Any]:
     """What the turn says regardless of any workflow: yes/no, "I don't know"."""
-    return {"text": text, "yesno": yes_no(text), "info_missing": bool(DONT_KNOW.search(text))}
+    return {"text": text, "yesno": yes_no(text), "info_missing": bool(UNSURE.search(text))}
 
 
 def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None, active_about: str,
@@ -72,7 +70,7 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
         return [CancelFlow(workflow=active, turn=turn)]
     if verdict.out_of_scope:
         out.append(Close(turn=turn) if _closing(verdict) else ChitChat(turn=turn))
-    if asked and DONT_KNOW.search(text):
+    if asked and UNSURE.search(text):
         out.append(SkipQuestion(asked=list(asked), turn=turn))
     return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workflows.pdl import Slot, Workflow
-from workflows.text import yes_no
+from workflows.text import STOPWORDS, yes_no
 
 NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -159,7 +159,7 @@ PHONE = re.compile(r"(?<!\w)\+?\d[\d\s().-]{6,}\d\b")
 ORDER_ID = re.compile(r"\b(?=[A-Z0-9-]*\d)[A-Z]{1,4}-?\d{3,}\b|\b\d{5,}\b")
 
 
-_CUE_STOP = {"number", "of", "the", "a", "an", "e", "g", "for", "to", "is", "in", "on", "and", "or", "your", "my"}
+_CUE_STOP = STOPWORDS | {"number", "e", "g"}  # words of a slot description that cue no number
 _NUM = re.compile(r"(?<![\w-])\d+(?![\w-])")
 
 
@@ -206,12 +206,11 @@ ENUM_LEXICON = {
     "compromised": {"compromised", "skimmed", "hacked", "cloned"},
     "mind": {"mind"},
 }
-_ENUM_STOP = {"by", "too", "the", "a", "an", "of", "to", "for", "and", "or", "in", "on", "is"}
 
 
 def _lexicon_hit(option: str, words: set[str]) -> bool:
     """An option word's everyday synonym appears in the message (only words the lexicon knows)."""
-    return any(words & ENUM_LEXICON[w] for w in _tokens(option) if w in ENUM_LEXICON and w not in _ENUM_STOP)
+    return any(words & ENUM_LEXICON[w] for w in _tokens(option) if w in ENUM_LEXICON and w not in STOPWORDS)
 
 
 def match_enum(text: str, options: list[str], *, whole: bool = False,
