@@ -65,8 +65,9 @@ def top(stack: list[Frame] | None) -> Frame | None:
 
 
 def interrupted(stack: list[Frame] | None) -> list[Frame]:
-    """Frames below the top that can be resumed, oldest first."""
-    return [f for f in (stack or [])[:-1] if f.get("status") == "interrupted"]
+    """Frames that can be resumed, oldest first: those below the top, and the last frame itself when
+    the active workflow above it was cancelled (then nothing is active and it still waits)."""
+    return [f for f in stack or [] if f.get("status") == "interrupted"]
 
 
 def find(stack: list[Frame] | None, workflow: str) -> Frame | None:

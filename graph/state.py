@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
-from dialogue.frames import Frame, bounded_trace, merge_stack, this_turn
+from dialogue.frames import Frame, bounded_trace, interrupted, merge_stack, this_turn
 
 SCHEMA_VERSION = 2  # 1: active_workflow/workflow_stack/progress (before the dialogue stack)
 
@@ -105,7 +105,7 @@ def active_workflow(state: dict) -> str | None:
 
 def interrupted_workflows(state: dict) -> list[str]:
     """Interrupted workflows that can be resumed, oldest first (a view of the stack)."""
-    return [f["workflow"] for f in (state.get("stack") or [])[:-1] if f.get("status") == "interrupted"]
+    return [f["workflow"] for f in interrupted(state.get("stack"))]
 
 
 def turn_commands(state: dict) -> list[dict[str, Any]]:

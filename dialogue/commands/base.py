@@ -57,6 +57,8 @@ def suspend(stack: list[Frame], env: ApplyEnv) -> list[Frame]:
     if not stack:
         return stack
     current = stack[-1]
+    if current.get("status") == "interrupted":
+        return stack  # nothing is active (the active one was cancelled): the waiting frame stays resumable
     if current.get("status") != "active" or env.finished(current):
         return stack[:-1]
     return replace_top(stack, Frame(**{**current, "status": "interrupted"}))
