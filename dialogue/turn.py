@@ -15,6 +15,8 @@ from workflows.pdl import Workflow
 from .commands import ApplyEnv, Command, OutOfScope, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
 from .frames import Frame, top
+from .understanding.features import IMPERATIVE, REQUEST
+from .understanding.navigation import BACK
 from .understanding.slots import slot_commands
 
 # commands that only navigate: the message is not read as slot values
@@ -41,7 +43,11 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     if frame is None or not text:
         return stack, []
     asked = list(frame.get("asked") or [])
-    added, found = slot_commands(text, wf, frame, asked, env.turn, skip_free_text="skip_question" in kinds)
+    # a turn that navigates or asks for something ("back to my booking", "can you check my balance")
+    # is not the free-text answer to the pending question, even when nothing else took it
+    instruction = bool(BACK.search(text) or REQUEST.search(text) or IMPERATIVE.search(text))
+    added, found = slot_commands(text, wf, frame, asked, env.turn,
+                                 skip_free_text="skip_question" in kinds or instruction)
     stack = apply_all(stack, added, env)
     frame = top(stack)
     conds = [a for a in asked if a.startswith("cond_")]

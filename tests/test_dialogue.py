@@ -137,3 +137,21 @@ def test_concurrent_runs_with_different_contexts_never_see_each_others_settings(
         results = list(pool.map(run, range(20)))
     for i, wf in results:
         assert wf == ("track_order" if i % 2 else "book_table"), (i, wf)
+
+
+def test_an_instruction_is_not_taken_as_the_free_text_answer():
+    """"back to my booking" while the agent waits for a name is navigation, not the guest's name."""
+    from dialogue.execution.interpreter import Interpreter
+    from dialogue.turn import make_env, read_turn
+    from dialogue.understanding.navigation import reading_of
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    wf = lib.workflows["book_table"]
+    interps = {wf.name: Interpreter(wf)}
+    frame = {**new_frame("book_table", 1), "asked": ["guest_name"],
+             "slots": {"restaurant": "Casa Fiorella", "party_size": 2}}
+    env = make_env(2, lib.workflows, interps)
+    for text, taken in (("back to my booking", False), ("can you check my balance", False), ("Alice Smith", True)):
+        stack, _ = read_turn([frame], wf, interps[wf.name], reading_of(text), set(), env)
+        assert ("guest_name" in stack[-1]["slots"]) is taken, text
