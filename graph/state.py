@@ -121,6 +121,13 @@ def decision(commands: list[dict[str, Any]] | None) -> Literal["STAY", "SEARCH"]
         else "STAY"
 
 
+def search_query_of(state: dict) -> str:
+    """What a search looks for: the detector's self-generated query, else the last user message."""
+    from workflows.text import last_user_text
+
+    return (state.get("search_query") or "").strip() or last_user_text(state.get("messages") or [])
+
+
 def frame_for(state: dict, workflow: str) -> dict:
     """The latest frame of ``workflow`` on the stack ({} when there is none) — a view for callers."""
     return next((f for f in reversed(state.get("stack") or []) if f.get("workflow") == workflow), {})

@@ -17,9 +17,8 @@ from dialogue.commands import Clarify, StartFlow, dump
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from graph.context import Context
 from graph.resources import get_resources
-from graph.state import State, active_workflow
+from graph.state import State, active_workflow, search_query_of
 
-from .router import query_of, route_for
 
 
 def too_close(candidates: list[dict], margin: float) -> list[str]:
@@ -42,11 +41,9 @@ def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
-    route = state.get("route") if ctx.strategy != "flat" else {"domains": [], "roles": []}
-    if not route and ctx.strategy != "flat":  # the router did not run (a caller wired retriever alone)
-        route = route_for(state, ctx)
+    route = state.get("route") if ctx.strategy != "flat" else None  # the router ran before (graph/agent.py)
     depth = max(ctx.top_k, DEFAULT_PRIOR.depth) if ctx.context_prior else ctx.top_k
-    query = query_of(state)
+    query = search_query_of(state)
     candidates = res.retriever.search(query, retriever=ctx.retriever, strategy=ctx.strategy,
                                       representation=ctx.representation, top_k=depth, fusion=ctx.fusion,
                                       route=route or None)

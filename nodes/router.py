@@ -14,20 +14,14 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.resources import get_resources, model_for
-from graph.state import State
-from workflows.text import last_user_text
-
-
-def query_of(state: State) -> str:
-    """The detector's self-generated query, or the last user message when there is none."""
-    return (state.get("search_query") or "").strip() or last_user_text(state.get("messages") or [])
+from graph.state import State, search_query_of
 
 
 def route_for(state: State, ctx: Context) -> dict[str, list[str]]:
     if ctx.strategy == "flat":
         return {"domains": [], "roles": []}
     res = get_resources(ctx)
-    return res.retriever.route(query_of(state), strategy=ctx.strategy, top_k_upper=ctx.top_k_upper,
+    return res.retriever.route(search_query_of(state), strategy=ctx.strategy, top_k_upper=ctx.top_k_upper,
                                router_model=model_for(ctx, "router"))
 
 
