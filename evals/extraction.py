@@ -108,7 +108,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
     s = metrics["summary"]
     rep = Report(out, "Workflows extracted from STAR conversations vs the gold task graphs")
     rep.text(
-        f"Extraction: the offline miner over {metrics['train_dialogues']} train dialogues (DialogueID % 5 in 1, 2; "
+        f"Extraction: the offline miner over the train split (DialogueID % 5 in 1, 2): {metrics['train_dialogues']} dialogues with a task, "
         f"{metrics['train_conversations']} task conversations after splitting multi-task dialogues), "
         f"{s['tasks']} workflows in {metrics['extract_seconds']} s. Structure: nodes and edges reachable from the "
         "start, against the importer's reading of each task flowchart, macro over the 24 tasks. End to end: the "
