@@ -69,8 +69,10 @@ def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: i
     if out_lib.exists():
         shutil.rmtree(out_lib)
     cfg = MiningConfig()
+    from nodes.slot_filling import yes_no
+
     res = extract_library(src.transcripts, out_lib, cfg, embed=embed, select=select, domain_of=src.domain_of,
-                          binding_for=src.binding_for, domain_text=src.domain_text)
+                          binding_for=src.binding_for, domain_text=src.domain_text, polarity=yes_no)
     extract_s = time.perf_counter() - t0
     dialogues = len({t.id.split("#")[0] for t in src.transcripts})
     struct = structure(res.graphs, gold_charts(star_dir(data)))

@@ -40,6 +40,13 @@ def _embed(spec: str):
     return get_embedder(spec).embed
 
 
+def _polarity():
+    # answer branches become yes/no branches read by the executor's own yes/no detector
+    from nodes.slot_filling import yes_no
+
+    return yes_no
+
+
 def _source(state: ExtractState):
     from workflows.extraction.sources import load_source
 
@@ -57,7 +64,7 @@ def extract(state: ExtractState) -> dict:
     src = _source(state)
     res = extract_library(src.transcripts, state["out"], MiningConfig(), embed=_embed(state.get("embedder", "")),
                           select=state.get("select", 0), domain_of=src.domain_of, binding_for=src.binding_for,
-                          domain_text=src.domain_text)
+                          domain_text=src.domain_text, polarity=_polarity())
     return {"tasks": sorted(res.workflows), "library": str(res.root), "seconds": round(res.seconds, 2)}
 
 
@@ -134,7 +141,7 @@ def extract_command(
         tick = bar.add_task(f"extracting {src.label}", total=len(tasks), current="")
         res = extract_library(src.transcripts, out, MiningConfig(), embed=_embed(embedder), select=select,
                               domain_of=src.domain_of, binding_for=src.binding_for, domain_text=src.domain_text,
-                              progress=lambda task: bar.update(tick, advance=1, current=task))
+                              polarity=_polarity(), progress=lambda task: bar.update(tick, advance=1, current=task))
     lib, issues = check_library(out)
     skipped = sorted(set(tasks) - set(res.workflows))
     console.print(f"{out}: {len(res.workflows)} workflows from {len(src.transcripts)} conversations "

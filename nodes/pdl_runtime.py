@@ -121,7 +121,8 @@ def _polarity_facts(text: str) -> dict[str, bool]:
 LAST_MESSAGE_SLOT = "__last_message"  # the user's latest message (outcome conditions compare answers with it)
 INFO_MISSING_SLOT = "__info_missing"  # the user's latest reply said they do not have/know it
 RESULT_OK_SLOT = "__result_ok"  # the latest API call returned something (set by the caller)
-_LOOP_HEADER = re.compile(r"\(first time, or again after:", re.I)
+# compile_graph writes "(first time, or again after: <labels>)" or, with unlabelled back edges, "(first time, or again)"
+_LOOP_HEADER = re.compile(r"\(first time, or again(?: after:|\))", re.I)
 
 
 _NO_ANSWER = re.compile(r"\b(?:don'?t know|do not know|no idea|give up|not sure|pass|skip|no clue|can'?t say|"

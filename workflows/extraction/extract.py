@@ -72,9 +72,11 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
                     domain_of: Callable[[str, Sequence[Transcript]], str] | None = None,
                     binding_for: Callable[[str], Binding | None] | None = None,
                     domain_text: dict[str, str] | None = None,
+                    polarity: Callable[[str], bool | None] | None = None,
                     progress: Callable[[str], None] | None = None) -> ExtractionResult:
     """``embed`` enables Proc-Sim (representatives, descriptions); ``select`` > 0 mines only the ``select``
-    most representative conversations per task (needs ``embed``); ``progress(task)`` after each task."""
+    most representative conversations per task (needs ``embed``); ``polarity`` reads user replies as
+    yes/no (``mining.mine_graph``); ``progress(task)`` after each task."""
     if select and embed is None:
         raise ValueError("select needs an embedding function (Proc-Sim)")
     t0 = time.perf_counter()
@@ -92,7 +94,7 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
         try:
             wf, graph = build_workflow(task, list(mined_from), config, domain=domain, role=role,
                                        description=_description(task, reps), binding_for=binding_for,
-                                       exclude=foreign[task])
+                                       exclude=foreign[task], polarity=polarity)
         except ValueError as exc:  # a task with too little signal is reported, not fatal for the others
             if progress:
                 progress(task)

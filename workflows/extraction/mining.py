@@ -161,6 +161,29 @@ def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, di
     return (best[1], best[2]) if best else None
 
 
+def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Callable[[str], bool | None]
+                    ) -> dict[str, str] | None:
+    """``{successor: "yes"|"no"}`` when the user's yes/no (as ``polarity`` reads it, the executor's own
+    reading) predicts the successor better than the majority by ``gain``; else None."""
+    by_pol: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    for o, s in occs:
+        pol = polarity(o.reply) if o.reply else None
+        if pol is not None:
+            by_pol[pol][s] += 1
+    if not by_pol[True] or not by_pol[False]:
+        return None
+    s_yes, s_no = by_pol[True].most_common(1)[0][0], by_pol[False].most_common(1)[0][0]
+    if s_yes == s_no:
+        return None
+    major = Counter(s for _, s in occs).most_common(1)[0][0]
+    hit = 0
+    for o, s in occs:
+        pol = polarity(o.reply) if o.reply else None
+        hit += (major if pol is None else (s_yes if pol else s_no)) == s
+    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
+    return {s_yes: "yes", s_no: "no"} if hit / len(occs) - base >= gain else None
+
+
 def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
     """The word most specific to the user's answers leading to each successor; None when those words do
     not predict the successor better than the majority by ``gain``."""
@@ -218,8 +241,10 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3.0) -> 
 
 
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
-               exclude: set[str] = frozenset()) -> MinedGraph:
-    """``exclude``: step keys that are not this task's (``foreign_steps``)."""
+               exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None) -> MinedGraph:
+    """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
+    reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
+    (what the offline executor can judge); without it, each is labelled by its most specific word."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
@@ -314,35 +339,50 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                         graph.tests[a, b] = f"{f} in [{', '.join(pystr(str(v)) for v in vs)}]"
                 continue
         else:
-            words = _answer_split(occs, cfg.answer_gain)
+            words = _polarity_split(occs, cfg.answer_gain, polarity) if polarity is not None \
+                else _answer_split(occs, cfg.answer_gain)
             if words is not None:
                 for b in outs:
-                    graph.labels[a, b] = words.get(b, "")
+                    if words.get(b):
+                        graph.labels[a, b] = words[b]
+                    else:
+                        graph.edges.pop((a, b))
                 continue
         top = max(outs, key=lambda b: graph.edges[a, b])  # unexplained: the usual way only
         for b in outs:
             if b != top:
                 graph.edges.pop((a, b))
-    # every node reachable: a node left without a way in keeps its most used incoming transition (which
-    # may turn an edge that jumped over it into a skip)
+    # every node reachable: a node left without a way in is attached through its most used incoming
+    # transition from a reachable node that either ends (b follows it) or has one successor c that b
+    # may precede (b is written between them: an optional step, skipped by the executor when its slot
+    # is filled).  Never as an unexplained branch: the executor could not decide it.
     while True:
         reach = set(graph.reachable())
         loose = [n for n in graph.nodes if n not in reach]
-        cands = [(c, a, b) for (a, b), c in dfg.items() if a in reach and b in loose]
-        if not cands:
+        cands = sorted(((c, a, b) for (a, b), c in dfg.items() if a in reach and b in loose), reverse=True)
+        placed = False
+        for _, a, b in cands:
+            nxt = [c for (x, c) in graph.edges if x == a]
+            if not nxt:
+                graph.edges[a, b] = dfg[a, b]
+            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) \
+                    and all(y == nxt[0] for (x, y) in graph.edges if x == b):
+                graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
+                graph.edges[a, b] = dfg[a, b]
+            else:
+                continue
+            placed = True
             break
-        _, a, b = max(cands)
-        nxt = [c for (x, c) in graph.edges if x == a]
-        if len(nxt) == 1 and (a, nxt[0]) not in graph.labels and dfg[b, nxt[0]] > 0:
-            # an optional step between a and its usual successor (skipped when its answer came early):
-            # written in sequence, the executor skips it when its slot is already filled
-            graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
-        graph.edges[a, b] = dfg[a, b]
-        for (x, y), c in dfg.items():  # and its most used way on, so the chain continues
-            if x == b and y in graph.nodes and (b, y) not in graph.edges and c >= cfg.edge_min \
-                    and c == max((dfg[b, z] for z in graph.nodes if (b, z) in dfg), default=0):
-                graph.edges[b, y] = c
-        graph.edges = drop_skips(graph.edges)
+        if not placed:
+            break
+    # a choice nobody explained cannot be decided by an executor: the usual way only
+    for a in {x for (x, _) in graph.edges}:
+        plain = [b for (x, b) in graph.edges if x == a and (x, b) not in graph.labels]
+        if len(plain) > 1:
+            top = max(plain, key=lambda b: graph.edges[a, b])
+            for b in plain:
+                if b != top:
+                    graph.edges.pop((a, b))
     graph.nodes = {n: c for n, c in graph.nodes.items() if n in set(graph.reachable())}
     return graph
 
@@ -388,12 +428,13 @@ def _ident_value(v: Any) -> bool:
 def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfig | None = None, *,
                    domain: str = "general", role: str = "", description: str = "",
                    binding_for: Callable[[str], Binding | None] | None = None,
-                   exclude: set[str] = frozenset()) -> tuple[Workflow, MinedGraph]:
+                   exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None
+                   ) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude)
+    graph = mine_graph(trs, cfg, exclude, polarity)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
@@ -485,7 +526,7 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
         if a in chart.nodes and b in chart.nodes:
             chart.edges.append(Edge(a, b, graph.labels.get((a, b), ""), graph.tests.get((a, b), "")))
     # the usual successor last: compile_graph writes it as the ``else`` branch
-    chart.edges.sort(key=lambda e: graph.edges.get((e.src, e.dst), 0))
+    chart.edges.sort(key=lambda e: (not e.label and not e.test, graph.edges.get((e.src, e.dst), 0)))
 
     def action(node: Node) -> NodeAction:
         n = node.id
