@@ -45,9 +45,16 @@ def structure(graphs: dict, gold: dict) -> dict[str, Any]:
                      "gold_nodes": len(g_nodes), "extracted_nodes": len(e_nodes),
                      "gold_edges": len(g_edges), "extracted_edges": len(e_edges),
                      "missing_nodes": sorted(g_nodes - e_nodes), "extra_nodes": sorted(e_nodes - g_nodes)}
-    macro = {kind: {m: sum(v[kind][m] for v in per.values()) / max(1, len(per))
-                    for m in ("precision", "recall", "f1")} for kind in ("nodes", "edges")}
-    return {"per_task": per, "macro": macro}
+    def macro(tasks: list[str]) -> dict:
+        return {kind: {m: sum(per[t][kind][m] for t in tasks) / max(1, len(tasks))
+                       for m in ("precision", "recall", "f1")} for kind in ("nodes", "edges")}
+
+    from evals.next_action import ZERO_SHOT_TASKS
+
+    # The miner's thresholds were chosen on the other tasks: the zero-shot ones are a held-out check.
+    return {"per_task": per, "macro": macro(list(per)),
+            "macro_tuned_tasks": macro([t for t in per if t not in ZERO_SHOT_TASKS]),
+            "macro_held_out_tasks": macro([t for t in per if t in ZERO_SHOT_TASKS])}
 
 
 def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: int = 0,
@@ -106,12 +113,21 @@ SESSION_NOTE = ("Sub-flow simulation (simulated users pursuing STAR goals agains
                 "session_success_gold are null until it does.")
 
 
+TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningConfig``) were set by a small grid "
+               "over edge share and skip order, scored on the structure of the 18 tasks outside the next-action "
+               "zero-shot set and on next-action over train-split dialogues only; dev dialogues only produce this report. "
+               "Not strictly blind: while the miner was being written, per-task structure of all 24 tasks was printed, "
+               "so the held-out row is an indication, not a clean test.")
+
+
 def write_report(metrics: dict[str, Any], out: Path) -> Path:
+    from evals.next_action import ZERO_SHOT_TASKS
+
     s = metrics["summary"]
     rep = Report(out, "Workflows extracted from STAR conversations vs the gold task graphs")
     rep.text(
         f"Extraction: the offline miner over the train split (DialogueID % 5 in 1, 2): {metrics['train_dialogues']} dialogues with a task, "
-        f"{metrics['train_conversations']} task conversations after splitting multi-task dialogues), "
+        f"{metrics['train_conversations']} task conversations after splitting multi-task dialogues, "
         f"{s['tasks']} workflows in {metrics['extract_seconds']} s. Structure: nodes and edges reachable from the "
         "start, against the importer's reading of each task flowchart, macro over the 24 tasks. End to end: the "
         f"next-action evaluation on {metrics['next_action']['dev_dialogues']} dev dialogues "
@@ -125,8 +141,12 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         ["extraction seconds", s["extract_seconds"], "< 120"]])
     rep.text(metrics["session_success_note"])
     st = metrics["structure"]
-    rep.table("Structure macro", ["", "precision", "recall", "F1"],
-              [[k, v["precision"], v["recall"], v["f1"]] for k, v in st["macro"].items()])
+    rep.table("Structure macro", ["tasks", "", "precision", "recall", "F1"],
+              [[group, k, v["precision"], v["recall"], v["f1"]]
+               for group, key in (("all 24", "macro"), ("18 used to choose thresholds", "macro_tuned_tasks"),
+                                  ("6 held out (" + ", ".join(ZERO_SHOT_TASKS) + ")", "macro_held_out_tasks"))
+               for k, v in st[key].items()])
+    rep.text(TUNING_NOTE)
     per = st["per_task"]
     na = metrics["next_action"]["per_task"]
     rep.table("Per task", ["task", "node P", "node R", "node F1", "edge P", "edge R", "edge F1", "next-action wF1 extracted",

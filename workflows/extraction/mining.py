@@ -43,7 +43,7 @@ class MiningConfig:
     node_support: float = 0.1  # share of conversations that must perform a step for it to be a node
     edge_share: float = 0.1  # share of a node's outgoing transitions an edge needs
     edge_min: int = 2  # and at least this many transitions
-    skip_order: float = 0.75  # b is "between" a and c when a precedes b and b precedes c this often
+    skip_order: float = 0.6  # b is "between" a and c when a precedes b and b precedes c this often
     branch_gain: float = 0.05  # a result test must predict the successor this much better than the majority
     answer_gain: float = 0.2  # so must the user's answer (words are noisier than returned values)
     answer_support: float = 0.02  # replies used this often are ANSWERs even outside the procedure
@@ -230,7 +230,7 @@ def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
     return {k: v / max(1, len(trs)) for k, v in c.items()}
 
 
-def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3.0) -> dict[str, set[str]]:
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
     conversations that moved to another task without saying so, and are not this task's steps."""
     out: dict[str, set[str]] = {}
