@@ -108,6 +108,42 @@ def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: i
     }
 
 
+def run_abcd(data: Path, out_lib: Path) -> dict[str, Any]:
+    """ABCD: extract from the sample conversations; structure against the guideline flows (kb.json) of the
+    subflows the samples cover."""
+    from workflows.extraction.extract import extract_library
+    from workflows.extraction.sources import abcd_guideline_charts, load_source
+
+    src = load_source("abcd", data)
+    if out_lib.exists():
+        shutil.rmtree(out_lib)
+    res = extract_library(src.transcripts, out_lib)
+    gold = {t: c for t, c in abcd_guideline_charts(data).items() if t in res.graphs}
+    struct = structure(res.graphs, gold)
+    return {"conversations": len(src.transcripts), "structure": struct,
+            "summary": {"node_f1": struct["macro"]["nodes"]["f1"], "edge_f1": struct["macro"]["edges"]["f1"],
+                        "next_action_wf1_extracted": None, "next_action_wf1_gold": None, "ratio": None,
+                        "session_success_extracted": None, "session_success_gold": None, "subflows": len(gold)},
+            "note": "ABCD ships 3 sample conversations here (the full set is not in the data folder); next-action and "
+                    "session figures need labelled dialogues and the session simulator, so they are null."}
+
+
+def write_abcd_report(metrics: dict[str, Any], out: Path) -> Path:
+    rep = Report(out, "Workflows extracted from ABCD sample conversations vs the guideline flows")
+    rep.text(f"{metrics['conversations']} sample conversations, one subflow each; gold = kb.json's required action "
+             "sequence of that subflow (a chain). " + metrics["note"])
+    per = metrics["structure"]["per_task"]
+    rep.table("Per subflow", ["subflow", "node P", "node R", "node F1", "edge P", "edge R", "edge F1", "missing", "extra"],
+              [[t, v["nodes"]["precision"], v["nodes"]["recall"], v["nodes"]["f1"], v["edges"]["precision"],
+                v["edges"]["recall"], v["edges"]["f1"], ", ".join(v["missing_nodes"]) or "–",
+                ", ".join(v["extra_nodes"]) or "–"] for t, v in per.items()])
+    tasks = list(per)
+    rep.bar_plot("structure_per_subflow", tasks, {"node F1": [per[t]["nodes"]["f1"] for t in tasks],
+                                                  "edge F1": [per[t]["edges"]["f1"] for t in tasks]},
+                 "F1", "Extracted vs guideline flows (ABCD samples)")
+    return rep.write(metrics)
+
+
 SESSION_NOTE = ("Sub-flow simulation (simulated users pursuing STAR goals against the agent) needs the session "
                 "simulator of the conversation-tests issue, which does not exist yet; session_success_extracted and "
                 "session_success_gold are null until it does.")
@@ -167,7 +203,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
 
 
 def extraction_command(
-    dataset: str = typer.Option("star", "--dataset", help="Dataset (star: the one with gold task graphs and labelled actions)."),
+    dataset: str = typer.Option("star", "--dataset", help="star (gold task graphs, labelled actions) | abcd (sample conversations vs guideline flows)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Data directory (default: $FLOWDESK_DATA or ../shared/data)."),
     out: Path = typer.Option(Path("reports/extraction-star"), "--out", help="Report directory."),
     library: Path = typer.Option(Path(".flowdesk/eval/extraction-star"), "--library",
@@ -181,9 +217,15 @@ def extraction_command(
     from evals.next_action import default_data_dir
     from workflows.extraction.star import star_dir
 
-    if dataset != "star":
-        raise typer.BadParameter("only --dataset star has gold graphs and labelled actions", param_hint="--dataset")
     data = data or default_data_dir()
+    if dataset == "abcd":
+        metrics = run_abcd(data, library)
+        path = write_abcd_report(metrics, out)
+        s = metrics["summary"]
+        typer.echo(f"{path}: {s['subflows']} subflows; node F1 {s['node_f1']:.3f}, edge F1 {s['edge_f1']:.3f}")
+        return
+    if dataset != "star":
+        raise typer.BadParameter("star or abcd", param_hint="--dataset")
     if not (star_dir(data) / "dialogues.jsonl.gz").exists():
         raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
     metrics = run(data, library, limit, every, select, embedder)

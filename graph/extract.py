@@ -1,4 +1,5 @@
-"""Workflows from conversations as a LangGraph graph (``extract`` in langgraph.json) and ``flowdesk extract``.
+"""Workflows from conversations as a LangGraph graph (``extract`` in langgraph.json) and ``flowdesk extract``
+(the offline miner by default; QA-CoT and its baselines with ``--method``/``--model``).
 
 Wiring only: ``load`` reads the conversations (a dataset or a transcripts file), ``extract`` runs the
 pipeline of ``workflows.extraction.extract`` (Proc-Sim with the project's embedder when asked, the
