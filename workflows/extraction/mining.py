@@ -11,7 +11,9 @@
 4. Branches: a node with several successors keeps a successor only when the data explain it —
    after an API call by its result (empty vs found: ``query_success``/``query_failure``; else the
    value of one returned field, written as a real PDL test ``Field in [...]``), after a question by
-   the user's answer (the word most specific to the answers that led there, e.g. ``yes`` / ``no``).
+   the user's answer: whether it contains a value the latest call returned (``correct``/``incorrect``),
+   else its yes/no as the executor's own detector reads it (``polarity``, passed in), else (no detector)
+   the word most specific to the answers that led there.
    Unexplained successors are dropped; the most frequent one is the default (``else``).
 5. The workflow: slots and API parameters from the call arguments (types from the values, required
    when nearly always given, constant ones fixed per call node as ``# node: Arg = value``); the slot
@@ -64,6 +66,7 @@ class StepOcc:
     api: ApiCall | None = None
     reply: str = ""  # the user's words after the step, before the agent's next step
     prior: dict[str, Any] = field(default_factory=dict)  # values known when it ran (args + results so far)
+    last_result: dict[str, Any] = field(default_factory=dict)  # what the latest API call before it returned
 
 
 @dataclass
@@ -93,6 +96,7 @@ def traces(transcripts: Iterable[Transcript]) -> list[list[StepOcc]]:
     for t in transcripts:
         steps: list[StepOcc] = []
         known: dict[str, Any] = {}
+        last: dict[str, Any] = {}
         for turn in t.turns:
             if turn.speaker == "user":
                 if steps:
@@ -103,9 +107,10 @@ def traces(transcripts: Iterable[Transcript]) -> list[list[StepOcc]]:
                 continue
             if turn.api is not None:
                 known.update({k: v for k, v in turn.api.args.items() if v not in (None, "")})
-            occ = StepOcc(name, turn.text, turn.api, prior=dict(known))
-            if turn.api is not None and turn.api.result:
-                known.update(turn.api.result)
+            occ = StepOcc(name, turn.text, turn.api, prior=dict(known), last_result=dict(last))
+            if turn.api is not None:
+                last = dict(turn.api.result or {})
+                known.update(last)
             if steps and steps[-1].name == name:
                 if turn.api is not None:  # a re-run call: the branch follows its last result
                     steps[-1].api = turn.api
@@ -182,6 +187,27 @@ def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Call
         hit += (major if pol is None else (s_yes if pol else s_no)) == s
     base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
     return {s_yes: "yes", s_no: "no"} if hit / len(occs) - base >= gain else None
+
+
+def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "correct"|"incorrect"}`` when whether the user's reply contains a value the latest API
+    call returned (an expected answer, a code) predicts the successor better than the majority by ``gain``."""
+    by: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    feats = []
+    for o, s in occs:
+        low = o.reply.lower()
+        hit = any(_scalar(v) and not isinstance(v, bool) and len(str(v)) >= 2 and str(v).lower() in low
+                  for v in o.last_result.values())
+        feats.append((hit, s))
+        by[hit][s] += 1
+    if not by[True] or not by[False]:
+        return None
+    s_t, s_f = by[True].most_common(1)[0][0], by[False].most_common(1)[0][0]
+    if s_t == s_f:
+        return None
+    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
+    acc = sum((s_t if h else s_f) == s for h, s in feats) / len(occs)
+    return {s_t: "correct", s_f: "incorrect"} if acc - base >= gain else None
 
 
 def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
@@ -262,7 +288,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         for o in tr:
             if o.name not in kept:
                 if p:  # the user's words after a dropped step still answer the kept step before it
-                    p[-1] = StepOcc(p[-1].name, p[-1].text, p[-1].api, (p[-1].reply + " " + o.reply).strip(), p[-1].prior)
+                    p[-1] = StepOcc(p[-1].name, p[-1].text, p[-1].api, (p[-1].reply + " " + o.reply).strip(), p[-1].prior,
+                                    p[-1].last_result)
                 continue
             if p and p[-1].name == o.name:
                 if o.api is not None:
@@ -339,8 +366,9 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                         graph.tests[a, b] = f"{f} in [{', '.join(pystr(str(v)) for v in vs)}]"
                 continue
         else:
-            words = _polarity_split(occs, cfg.answer_gain, polarity) if polarity is not None \
-                else _answer_split(occs, cfg.answer_gain)
+            words = _match_split(occs, cfg.branch_gain) or (  # a returned value is as precise as a result test
+                _polarity_split(occs, cfg.answer_gain, polarity) if polarity is not None
+                else _answer_split(occs, cfg.answer_gain))
             if words is not None:
                 for b in outs:
                     if words.get(b):
