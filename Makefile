@@ -50,6 +50,7 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --out reports/next-action-star
 	$(BIN)/flowdesk eval compliance --out reports/compliance
 	$(BIN)/flowdesk eval extraction --dataset star --data $(DATA) --out reports/extraction-star
+	$(BIN)/flowdesk eval extraction --dataset abcd --data $(DATA) --out reports/extraction-abcd
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval_scale.py --sizes 50,500,5000,50000 --queries 40 --out reports/bench-retrieval

@@ -45,9 +45,16 @@ def structure(graphs: dict, gold: dict) -> dict[str, Any]:
                      "gold_nodes": len(g_nodes), "extracted_nodes": len(e_nodes),
                      "gold_edges": len(g_edges), "extracted_edges": len(e_edges),
                      "missing_nodes": sorted(g_nodes - e_nodes), "extra_nodes": sorted(e_nodes - g_nodes)}
-    macro = {kind: {m: sum(v[kind][m] for v in per.values()) / max(1, len(per))
-                    for m in ("precision", "recall", "f1")} for kind in ("nodes", "edges")}
-    return {"per_task": per, "macro": macro}
+    def macro(tasks: list[str]) -> dict:
+        return {kind: {m: sum(per[t][kind][m] for t in tasks) / max(1, len(tasks))
+                       for m in ("precision", "recall", "f1")} for kind in ("nodes", "edges")}
+
+    from evals.next_action import ZERO_SHOT_TASKS
+
+    # The miner's thresholds were chosen on the other tasks: the zero-shot ones are a held-out check.
+    return {"per_task": per, "macro": macro(list(per)),
+            "macro_tuned_tasks": macro([t for t in per if t not in ZERO_SHOT_TASKS]),
+            "macro_held_out_tasks": macro([t for t in per if t in ZERO_SHOT_TASKS])}
 
 
 def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: int = 0,
@@ -69,8 +76,10 @@ def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: i
     if out_lib.exists():
         shutil.rmtree(out_lib)
     cfg = MiningConfig()
+    from workflows.text import yes_no
+
     res = extract_library(src.transcripts, out_lib, cfg, embed=embed, select=select, domain_of=src.domain_of,
-                          binding_for=src.binding_for, domain_text=src.domain_text)
+                          binding_for=src.binding_for, domain_text=src.domain_text, polarity=yes_no)
     extract_s = time.perf_counter() - t0
     dialogues = len({t.id.split("#")[0] for t in src.transcripts})
     struct = structure(res.graphs, gold_charts(star_dir(data)))
@@ -99,17 +108,62 @@ def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: i
     }
 
 
+def run_abcd(data: Path, out_lib: Path) -> dict[str, Any]:
+    """ABCD: extract from the sample conversations; structure against the guideline flows (kb.json) of the
+    subflows the samples cover."""
+    from workflows.extraction.extract import extract_library
+    from workflows.extraction.sources import abcd_guideline_charts, load_source
+
+    src = load_source("abcd", data)
+    if out_lib.exists():
+        shutil.rmtree(out_lib)
+    res = extract_library(src.transcripts, out_lib)
+    gold = {t: c for t, c in abcd_guideline_charts(data).items() if t in res.graphs}
+    struct = structure(res.graphs, gold)
+    return {"conversations": len(src.transcripts), "structure": struct,
+            "summary": {"node_f1": struct["macro"]["nodes"]["f1"], "edge_f1": struct["macro"]["edges"]["f1"],
+                        "next_action_wf1_extracted": None, "next_action_wf1_gold": None, "ratio": None,
+                        "session_success_extracted": None, "session_success_gold": None, "subflows": len(gold)},
+            "note": "ABCD ships 3 sample conversations here (the full set is not in the data folder); next-action and "
+                    "session figures need labelled dialogues and the session simulator, so they are null."}
+
+
+def write_abcd_report(metrics: dict[str, Any], out: Path) -> Path:
+    rep = Report(out, "Workflows extracted from ABCD sample conversations vs the guideline flows")
+    rep.text(f"{metrics['conversations']} sample conversations, one subflow each; gold = kb.json's required action "
+             "sequence of that subflow (a chain). " + metrics["note"])
+    per = metrics["structure"]["per_task"]
+    rep.table("Per subflow", ["subflow", "node P", "node R", "node F1", "edge P", "edge R", "edge F1", "missing", "extra"],
+              [[t, v["nodes"]["precision"], v["nodes"]["recall"], v["nodes"]["f1"], v["edges"]["precision"],
+                v["edges"]["recall"], v["edges"]["f1"], ", ".join(v["missing_nodes"]) or "–",
+                ", ".join(v["extra_nodes"]) or "–"] for t, v in per.items()])
+    tasks = list(per)
+    rep.bar_plot("structure_per_subflow", tasks, {"node F1": [per[t]["nodes"]["f1"] for t in tasks],
+                                                  "edge F1": [per[t]["edges"]["f1"] for t in tasks]},
+                 "F1", "Extracted vs guideline flows (ABCD samples)")
+    return rep.write(metrics)
+
+
 SESSION_NOTE = ("Sub-flow simulation (simulated users pursuing STAR goals against the agent) needs the session "
                 "simulator of the conversation-tests issue, which does not exist yet; session_success_extracted and "
                 "session_success_gold are null until it does.")
 
 
+TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningConfig``) were set by a small grid "
+               "over edge share and skip order, scored on the structure of the 18 tasks outside the next-action "
+               "zero-shot set and on next-action over train-split dialogues only; dev dialogues only produce this report. "
+               "Not strictly blind: while the miner was being written, per-task structure of all 24 tasks was printed, "
+               "so the held-out row is an indication, not a clean test.")
+
+
 def write_report(metrics: dict[str, Any], out: Path) -> Path:
+    from evals.next_action import ZERO_SHOT_TASKS
+
     s = metrics["summary"]
     rep = Report(out, "Workflows extracted from STAR conversations vs the gold task graphs")
     rep.text(
-        f"Extraction: the offline miner over {metrics['train_dialogues']} train dialogues (DialogueID % 5 in 1, 2; "
-        f"{metrics['train_conversations']} task conversations after splitting multi-task dialogues), "
+        f"Extraction: the offline miner over the train split (DialogueID % 5 in 1, 2): {metrics['train_dialogues']} dialogues with a task, "
+        f"{metrics['train_conversations']} task conversations after splitting multi-task dialogues, "
         f"{s['tasks']} workflows in {metrics['extract_seconds']} s. Structure: nodes and edges reachable from the "
         "start, against the importer's reading of each task flowchart, macro over the 24 tasks. End to end: the "
         f"next-action evaluation on {metrics['next_action']['dev_dialogues']} dev dialogues "
@@ -123,8 +177,12 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         ["extraction seconds", s["extract_seconds"], "< 120"]])
     rep.text(metrics["session_success_note"])
     st = metrics["structure"]
-    rep.table("Structure macro", ["", "precision", "recall", "F1"],
-              [[k, v["precision"], v["recall"], v["f1"]] for k, v in st["macro"].items()])
+    rep.table("Structure macro", ["tasks", "", "precision", "recall", "F1"],
+              [[group, k, v["precision"], v["recall"], v["f1"]]
+               for group, key in (("all 24", "macro"), ("18 used to choose thresholds", "macro_tuned_tasks"),
+                                  ("6 held out (" + ", ".join(ZERO_SHOT_TASKS) + ")", "macro_held_out_tasks"))
+               for k, v in st[key].items()])
+    rep.text(TUNING_NOTE)
     per = st["per_task"]
     na = metrics["next_action"]["per_task"]
     rep.table("Per task", ["task", "node P", "node R", "node F1", "edge P", "edge R", "edge F1", "next-action wF1 extracted",
@@ -145,7 +203,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
 
 
 def extraction_command(
-    dataset: str = typer.Option("star", "--dataset", help="Dataset (star: the one with gold task graphs and labelled actions)."),
+    dataset: str = typer.Option("star", "--dataset", help="star (gold task graphs, labelled actions) | abcd (sample conversations vs guideline flows)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Data directory (default: $FLOWDESK_DATA or ../shared/data)."),
     out: Path = typer.Option(Path("reports/extraction-star"), "--out", help="Report directory."),
     library: Path = typer.Option(Path(".flowdesk/eval/extraction-star"), "--library",
@@ -159,9 +217,15 @@ def extraction_command(
     from evals.next_action import default_data_dir
     from workflows.extraction.star import star_dir
 
-    if dataset != "star":
-        raise typer.BadParameter("only --dataset star has gold graphs and labelled actions", param_hint="--dataset")
     data = data or default_data_dir()
+    if dataset == "abcd":
+        metrics = run_abcd(data, library)
+        path = write_abcd_report(metrics, out)
+        s = metrics["summary"]
+        typer.echo(f"{path}: {s['subflows']} subflows; node F1 {s['node_f1']:.3f}, edge F1 {s['edge_f1']:.3f}")
+        return
+    if dataset != "star":
+        raise typer.BadParameter("star or abcd", param_hint="--dataset")
     if not (star_dir(data) / "dialogues.jsonl.gz").exists():
         raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
     metrics = run(data, library, limit, every, select, embedder)

@@ -1,4 +1,5 @@
-"""Workflows from conversations as a LangGraph graph (``extract`` in langgraph.json) and ``flowdesk extract``.
+"""Workflows from conversations as a LangGraph graph (``extract`` in langgraph.json) and ``flowdesk extract``
+(the offline miner by default; QA-CoT and its baselines with ``--method``/``--model``).
 
 Wiring only: ``load`` reads the conversations (a dataset or a transcripts file), ``extract`` runs the
 pipeline of ``workflows.extraction.extract`` (Proc-Sim with the project's embedder when asked, the
@@ -24,7 +25,9 @@ class ExtractState(TypedDict, total=False):
     transcripts: str  # a transcripts JSONL file (docs/TRANSCRIPTS.md)
     out: str  # the library directory to write
     select: int  # mine only the k most representative conversations per task (0 = all)
-    embedder: str  # "" = no Proc-Sim; "minilm" | "openai:<model>"
+    embedder: str  # Proc-Sim embedding: "" = the offline bag of procedural elements; "minilm" | "openai:<model>"
+    method: str  # "offline" (the miner) | qa-cot | basic | plan | reflection | ensemble (need ``model``)
+    model: str  # provider:model for the LLM methods (graph.models.chat_model)
     conversations: int
     tasks: list[str]
     library: str
@@ -38,6 +41,27 @@ def _embed(spec: str):
     from memory.embeddings import get_embedder
 
     return get_embedder(spec).embed
+
+
+def _polarity():
+    # answer branches become yes/no branches read by the executor's own yes/no detector
+    from workflows.text import yes_no
+
+    return yes_no
+
+
+def _llm(method: str, model: str):
+    """(method, chat callable) for the LLM methods; None for the offline miner."""
+    if not method or method == "offline":
+        return None
+    import os
+
+    from graph.models import chat_model
+
+    llm = chat_model(model or "offline", os.environ.get("FLOWDESK_BASE_URL", ""), field="model")
+    if llm is None:
+        raise ValueError(f"method {method!r} needs a chat model (model: provider:model)")
+    return method, lambda messages: str(llm.invoke(list(messages)).content)
 
 
 def _source(state: ExtractState):
@@ -57,7 +81,8 @@ def extract(state: ExtractState) -> dict:
     src = _source(state)
     res = extract_library(src.transcripts, state["out"], MiningConfig(), embed=_embed(state.get("embedder", "")),
                           select=state.get("select", 0), domain_of=src.domain_of, binding_for=src.binding_for,
-                          domain_text=src.domain_text)
+                          domain_text=src.domain_text, polarity=_polarity(),
+                          llm=_llm(state.get("method", ""), state.get("model", "")))
     return {"tasks": sorted(res.workflows), "library": str(res.root), "seconds": round(res.seconds, 2)}
 
 
@@ -89,7 +114,9 @@ def extract_command(
     transcripts: Optional[Path] = typer.Option(None, "--transcripts", help="Transcripts JSONL (docs/TRANSCRIPTS.md)."),
     out: Path = typer.Option(..., "--out", help="Library directory to write."),
     select: int = typer.Option(0, "--select", help="Mine only the k most representative conversations per task (Proc-Sim; 0 = all)."),
-    embedder: str = typer.Option("", "--embedder", help="Embedder for Proc-Sim (minilm | openai:<model>); empty = none."),
+    embedder: str = typer.Option("", "--embedder", help="Dense embedder for Proc-Sim (minilm | openai:<model>); empty = the offline bag of procedural elements."),
+    method: str = typer.Option("offline", "--method", help="offline (process mining) | qa-cot | basic | plan | reflection | ensemble."),
+    model: str = typer.Option("", "--model", help="Chat model for the LLM methods (provider:model; FLOWDESK_BASE_URL for other endpoints)."),
     every: int = typer.Option(1, "--every", help="Keep every k-th dialogue of the split (sampling while developing)."),
     force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
 ) -> None:
@@ -110,8 +137,15 @@ def extract_command(
         raise typer.BadParameter("give --dataset (with --data) or --transcripts", param_hint="--dataset")
     if dataset and dataset not in DATASETS:
         raise typer.BadParameter(f"one of {', '.join(DATASETS)}", param_hint="--dataset")
-    if select and not embedder:
-        raise typer.BadParameter("--select needs --embedder (Proc-Sim embeds the conversations)", param_hint="--select")
+    from graph.models import ModelConfigError
+    from workflows.extraction.qa_cot import METHODS
+
+    if method not in ("offline",) + METHODS:
+        raise typer.BadParameter(f"one of offline, {', '.join(METHODS)}", param_hint="--method")
+    try:
+        llm = _llm(method, model)
+    except (ModelConfigError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from None
     if out.exists() and any(out.iterdir()):
         if not force:
             console.print(f"[red]{out} is not empty[/red]; pass --force to replace it.")
@@ -134,7 +168,7 @@ def extract_command(
         tick = bar.add_task(f"extracting {src.label}", total=len(tasks), current="")
         res = extract_library(src.transcripts, out, MiningConfig(), embed=_embed(embedder), select=select,
                               domain_of=src.domain_of, binding_for=src.binding_for, domain_text=src.domain_text,
-                              progress=lambda task: bar.update(tick, advance=1, current=task))
+                              polarity=_polarity(), llm=llm, progress=lambda task: bar.update(tick, advance=1, current=task))
     lib, issues = check_library(out)
     skipped = sorted(set(tasks) - set(res.workflows))
     console.print(f"{out}: {len(res.workflows)} workflows from {len(src.transcripts)} conversations "

@@ -168,3 +168,67 @@ def test_star_transcripts_split_multitask_dialogues():
     assert len(ts) >= 1 and all(t.task for t in ts)
     assert all(turn.api.args.get("RequestType", "x") for t in ts for turn in t.turns if turn.api)
     traces(ts)  # every transcript reads as a trace
+
+
+GOOD_BODY = """```yaml
+slots:
+  - {name: Restaurant, description: the restaurant, type: string}
+apis:
+  - name: reserve
+    parameters: {type: object, properties: {Restaurant: {type: string, description: the restaurant}}}
+    returns: [Status]
+answers:
+  - {name: ask_restaurant, template: "Which restaurant?"}
+  - {name: inform_full, template: "Sorry, ${Restaurant} is full."}
+procedure: |
+  [Restaurant] = ANSWER.ask_restaurant()
+  [Status] = API.reserve(Restaurant)
+  if Status == "Unavailable":
+      ANSWER.inform_full()
+```"""
+BAD_BODY = """```yaml
+answers: []
+procedure: |
+  ANSWER.not_declared()
+```"""
+
+
+def test_qa_cot_asks_the_guide_questions_then_repairs_an_invalid_draft(booking, tmp_path):
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from graph.extract import extract_command  # noqa: F401  (the CLI module wires the same pipeline)
+    from graph.models import register_chat_model, unregister_chat_model
+    from workflows.extraction.qa_cot import GUIDE_QUESTIONS
+
+    answers = [f"answer {i}" for i in range(len(GUIDE_QUESTIONS))] + [BAD_BODY, GOOD_BODY]
+    fake = FakeListChatModel(responses=answers)
+    spec = register_chat_model("extract-fake", fake)
+    try:
+        from graph.cli import app
+
+        r = CliRunner().invoke(app, ["extract", "--transcripts", str(FIX / "book_table.jsonl"), "--out",
+                                     str(tmp_path / "lib"), "--method", "qa-cot", "--model", spec])
+        assert r.exit_code == 0, r.output
+        wf = load_library(tmp_path / "lib").get("book_table")
+        assert "source:extracted-llm" in wf.tags and wf.answer("inform_full").precondition == []
+        assert fake.i == 0  # wrapped round: all 7 scripted replies used once (5 answers, a bad draft, the fix)
+    finally:
+        unregister_chat_model("extract-fake")
+
+
+def test_llm_methods_fail_clearly_when_the_model_never_gets_it_right(booking):
+    from workflows.extraction.qa_cot import ExtractionError, extract_llm
+
+    seen: list[list] = []
+
+    def chat(messages):
+        seen.append(messages)
+        return BAD_BODY
+
+    with pytest.raises(ExtractionError, match="book_table.*no valid workflow after 3 tries.*not_declared"):
+        extract_llm("basic", "book_table", booking[:3], chat, domain="dining", role="agent", description="x")
+    assert "not valid" in seen[-1][-1][1]  # the validator's problems went back to the model
+    calls = []
+    wf = extract_llm("ensemble", "book_table", booking[:3], lambda m: calls.append(m) or GOOD_BODY,
+                     domain="dining", role="agent", description="x", n=3)
+    assert len(calls) == 3 and wf.api("reserve") is not None

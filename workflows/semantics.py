@@ -136,7 +136,8 @@ def _polarity_facts(text: str) -> dict[str, bool]:
     return facts
 
 
-_LOOP_HEADER = re.compile(r"\(first time, or again after:", re.I)
+# compile_graph writes "(first time, or again after: <labels>)" or, with unlabelled back edges, "(first time, or again)"
+_LOOP_HEADER = re.compile(r"\(first time, or again(?: after:|\))", re.I)
 
 
 _NO_ANSWER = re.compile(r"\b(?:don'?t know|do not know|no idea|give up|not sure|pass|skip|no clue|can'?t say|"

@@ -9,6 +9,7 @@ The embedding function is passed in (``memory.embeddings`` provides one), so thi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -45,6 +46,19 @@ def elements_of(t: Transcript) -> ProceduralElements:
             short = [f"{k}={v}" for k, v in res.items() if isinstance(v, (str, int, bool)) and len(str(v)) <= 40]
             conditions.append(f"{step}: " + (", ".join(short[:3]) if res else "nothing found"))
     return ProceduralElements(t.task or "unknown", slots, actions, conditions)
+
+
+def bag_embed(texts: list[str]) -> np.ndarray:
+    """The offline embedding of procedural elements: counts of their tokens (action labels, slot names,
+    returned values) over the batch's vocabulary. Deterministic and fast; ``memory.embeddings`` gives
+    dense ones (``--embedder minilm``)."""
+    toks = [re.findall(r"[A-Za-z0-9_=.]+", t) for t in texts]
+    vocab = {w: i for i, w in enumerate(sorted({w for ts in toks for w in ts}))}
+    out = np.zeros((len(texts), max(1, len(vocab))), dtype=np.float32)
+    for r, ts in enumerate(toks):
+        for w in ts:
+            out[r, vocab[w]] += 1.0
+    return out
 
 
 def proc_sim(texts: Sequence[str], embed: Embed, k: int) -> list[int]:

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from ..importers.common import slugify, write_library
 from ..pdl import Binding, Domain, Role, Workflow
-from .elements import Embed, representative
+from .elements import Embed, bag_embed, representative
 from .mining import MinedGraph, MiningConfig, build_workflow, foreign_steps, step_support, traces
 from .transcripts import Transcript
 
@@ -72,27 +72,39 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
                     domain_of: Callable[[str, Sequence[Transcript]], str] | None = None,
                     binding_for: Callable[[str], Binding | None] | None = None,
                     domain_text: dict[str, str] | None = None,
+                    polarity: Callable[[str], bool | None] | None = None,
+                    llm: tuple[str, Callable] | None = None, llm_conversations: int = 5,
                     progress: Callable[[str], None] | None = None) -> ExtractionResult:
-    """``embed`` enables Proc-Sim (representatives, descriptions); ``select`` > 0 mines only the ``select``
-    most representative conversations per task (needs ``embed``); ``progress(task)`` after each task."""
-    if select and embed is None:
-        raise ValueError("select needs an embedding function (Proc-Sim)")
+    """``embed``: the embedding for Proc-Sim (default ``bag_embed``, the offline one); ``select`` > 0 mines
+    only the ``select`` most representative conversations per task; ``polarity`` reads user replies as
+    yes/no (``mining.mine_graph``); ``llm`` = (method, chat) extracts with a model instead of the miner
+    (``qa_cot.extract_llm``, from ``llm_conversations`` representatives); ``progress(task)`` after each task."""
+    embed = embed or bag_embed
     t0 = time.perf_counter()
     groups = group_by_task(transcripts)
     supports = {task: step_support(traces(ts)) for task, ts in groups.items()}
     foreign = foreign_steps(supports)
     result = ExtractionResult(Path(out_dir), conversations=len(transcripts))
     for task, ts in groups.items():
-        reps = representative(ts, embed, select or len(ts)) if embed is not None else list(ts)
+        reps = representative(ts, embed, select or len(ts))
         result.representatives[task] = [t.id for t in reps[:10]]
         mined_from = reps if select else ts
         domain = (domain_of(task, ts) if domain_of else None) or next((t.domain for t in ts if t.domain), None) \
             or "general"
         role = next((t.role for t in ts if t.role), None) or f"{task.split('_')[0]}_agent"
         try:
+            if llm is not None:
+                from .qa_cot import extract_llm
+
+                wf = extract_llm(llm[0], task, reps[:llm_conversations], llm[1], domain=domain, role=role,
+                                 description=_description(task, reps))
+                result.workflows[task] = wf
+                if progress:
+                    progress(task)
+                continue
             wf, graph = build_workflow(task, list(mined_from), config, domain=domain, role=role,
                                        description=_description(task, reps), binding_for=binding_for,
-                                       exclude=foreign[task])
+                                       exclude=foreign[task], polarity=polarity)
         except ValueError as exc:  # a task with too little signal is reported, not fatal for the others
             if progress:
                 progress(task)

@@ -11,7 +11,9 @@
 4. Branches: a node with several successors keeps a successor only when the data explain it —
    after an API call by its result (empty vs found: ``query_success``/``query_failure``; else the
    value of one returned field, written as a real PDL test ``Field in [...]``), after a question by
-   the user's answer (the word most specific to the answers that led there, e.g. ``yes`` / ``no``).
+   the user's answer: whether it contains a value the latest call returned (``correct``/``incorrect``),
+   else its yes/no as the executor's own detector reads it (``polarity``, passed in), else (no detector)
+   the word most specific to the answers that led there.
    Unexplained successors are dropped; the most frequent one is the default (``else``).
 5. The workflow: slots and API parameters from the call arguments (types from the values, required
    when nearly always given, constant ones fixed per call node as ``# node: Arg = value``); the slot
@@ -43,7 +45,7 @@ class MiningConfig:
     node_support: float = 0.1  # share of conversations that must perform a step for it to be a node
     edge_share: float = 0.1  # share of a node's outgoing transitions an edge needs
     edge_min: int = 2  # and at least this many transitions
-    skip_order: float = 0.75  # b is "between" a and c when a precedes b and b precedes c this often
+    skip_order: float = 0.6  # b is "between" a and c when a precedes b and b precedes c this often
     branch_gain: float = 0.05  # a result test must predict the successor this much better than the majority
     answer_gain: float = 0.2  # so must the user's answer (words are noisier than returned values)
     answer_support: float = 0.02  # replies used this often are ANSWERs even outside the procedure
@@ -64,6 +66,7 @@ class StepOcc:
     api: ApiCall | None = None
     reply: str = ""  # the user's words after the step, before the agent's next step
     prior: dict[str, Any] = field(default_factory=dict)  # values known when it ran (args + results so far)
+    last_result: dict[str, Any] = field(default_factory=dict)  # what the latest API call before it returned
 
 
 @dataclass
@@ -93,6 +96,7 @@ def traces(transcripts: Iterable[Transcript]) -> list[list[StepOcc]]:
     for t in transcripts:
         steps: list[StepOcc] = []
         known: dict[str, Any] = {}
+        last: dict[str, Any] = {}
         for turn in t.turns:
             if turn.speaker == "user":
                 if steps:
@@ -103,9 +107,10 @@ def traces(transcripts: Iterable[Transcript]) -> list[list[StepOcc]]:
                 continue
             if turn.api is not None:
                 known.update({k: v for k, v in turn.api.args.items() if v not in (None, "")})
-            occ = StepOcc(name, turn.text, turn.api, prior=dict(known))
-            if turn.api is not None and turn.api.result:
-                known.update(turn.api.result)
+            occ = StepOcc(name, turn.text, turn.api, prior=dict(known), last_result=dict(last))
+            if turn.api is not None:
+                last = dict(turn.api.result or {})
+                known.update(last)
             if steps and steps[-1].name == name:
                 if turn.api is not None:  # a re-run call: the branch follows its last result
                     steps[-1].api = turn.api
@@ -161,6 +166,50 @@ def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, di
     return (best[1], best[2]) if best else None
 
 
+def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Callable[[str], bool | None]
+                    ) -> dict[str, str] | None:
+    """``{successor: "yes"|"no"}`` when the user's yes/no (as ``polarity`` reads it, the executor's own
+    reading) predicts the successor better than the majority by ``gain``; else None."""
+    by_pol: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    for o, s in occs:
+        pol = polarity(o.reply) if o.reply else None
+        if pol is not None:
+            by_pol[pol][s] += 1
+    if not by_pol[True] or not by_pol[False]:
+        return None
+    s_yes, s_no = by_pol[True].most_common(1)[0][0], by_pol[False].most_common(1)[0][0]
+    if s_yes == s_no:
+        return None
+    major = Counter(s for _, s in occs).most_common(1)[0][0]
+    hit = 0
+    for o, s in occs:
+        pol = polarity(o.reply) if o.reply else None
+        hit += (major if pol is None else (s_yes if pol else s_no)) == s
+    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
+    return {s_yes: "yes", s_no: "no"} if hit / len(occs) - base >= gain else None
+
+
+def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "correct"|"incorrect"}`` when whether the user's reply contains a value the latest API
+    call returned (an expected answer, a code) predicts the successor better than the majority by ``gain``."""
+    by: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    feats = []
+    for o, s in occs:
+        low = o.reply.lower()
+        hit = any(_scalar(v) and not isinstance(v, bool) and len(str(v)) >= 2 and str(v).lower() in low
+                  for v in o.last_result.values())
+        feats.append((hit, s))
+        by[hit][s] += 1
+    if not by[True] or not by[False]:
+        return None
+    s_t, s_f = by[True].most_common(1)[0][0], by[False].most_common(1)[0][0]
+    if s_t == s_f:
+        return None
+    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
+    acc = sum((s_t if h else s_f) == s for h, s in feats) / len(occs)
+    return {s_t: "correct", s_f: "incorrect"} if acc - base >= gain else None
+
+
 def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
     """The word most specific to the user's answers leading to each successor; None when those words do
     not predict the successor better than the majority by ``gain``."""
@@ -207,7 +256,7 @@ def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
     return {k: v / max(1, len(trs)) for k, v in c.items()}
 
 
-def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3.0) -> dict[str, set[str]]:
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
     conversations that moved to another task without saying so, and are not this task's steps."""
     out: dict[str, set[str]] = {}
@@ -218,8 +267,10 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3.0) -> 
 
 
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
-               exclude: set[str] = frozenset()) -> MinedGraph:
-    """``exclude``: step keys that are not this task's (``foreign_steps``)."""
+               exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None) -> MinedGraph:
+    """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
+    reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
+    (what the offline executor can judge); without it, each is labelled by its most specific word."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
@@ -237,7 +288,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         for o in tr:
             if o.name not in kept:
                 if p:  # the user's words after a dropped step still answer the kept step before it
-                    p[-1] = StepOcc(p[-1].name, p[-1].text, p[-1].api, (p[-1].reply + " " + o.reply).strip(), p[-1].prior)
+                    p[-1] = StepOcc(p[-1].name, p[-1].text, p[-1].api, (p[-1].reply + " " + o.reply).strip(), p[-1].prior,
+                                    p[-1].last_result)
                 continue
             if p and p[-1].name == o.name:
                 if o.api is not None:
@@ -314,35 +366,51 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                         graph.tests[a, b] = f"{f} in [{', '.join(pystr(str(v)) for v in vs)}]"
                 continue
         else:
-            words = _answer_split(occs, cfg.answer_gain)
+            words = _match_split(occs, cfg.branch_gain) or (  # a returned value is as precise as a result test
+                _polarity_split(occs, cfg.answer_gain, polarity) if polarity is not None
+                else _answer_split(occs, cfg.answer_gain))
             if words is not None:
                 for b in outs:
-                    graph.labels[a, b] = words.get(b, "")
+                    if words.get(b):
+                        graph.labels[a, b] = words[b]
+                    else:
+                        graph.edges.pop((a, b))
                 continue
         top = max(outs, key=lambda b: graph.edges[a, b])  # unexplained: the usual way only
         for b in outs:
             if b != top:
                 graph.edges.pop((a, b))
-    # every node reachable: a node left without a way in keeps its most used incoming transition (which
-    # may turn an edge that jumped over it into a skip)
+    # every node reachable: a node left without a way in is attached through its most used incoming
+    # transition from a reachable node that either ends (b follows it) or has one successor c that b
+    # may precede (b is written between them: an optional step, skipped by the executor when its slot
+    # is filled).  Never as an unexplained branch: the executor could not decide it.
     while True:
         reach = set(graph.reachable())
         loose = [n for n in graph.nodes if n not in reach]
-        cands = [(c, a, b) for (a, b), c in dfg.items() if a in reach and b in loose]
-        if not cands:
+        cands = sorted(((c, a, b) for (a, b), c in dfg.items() if a in reach and b in loose), reverse=True)
+        placed = False
+        for _, a, b in cands:
+            nxt = [c for (x, c) in graph.edges if x == a]
+            if not nxt:
+                graph.edges[a, b] = dfg[a, b]
+            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) \
+                    and all(y == nxt[0] for (x, y) in graph.edges if x == b):
+                graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
+                graph.edges[a, b] = dfg[a, b]
+            else:
+                continue
+            placed = True
             break
-        _, a, b = max(cands)
-        nxt = [c for (x, c) in graph.edges if x == a]
-        if len(nxt) == 1 and (a, nxt[0]) not in graph.labels and dfg[b, nxt[0]] > 0:
-            # an optional step between a and its usual successor (skipped when its answer came early):
-            # written in sequence, the executor skips it when its slot is already filled
-            graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
-        graph.edges[a, b] = dfg[a, b]
-        for (x, y), c in dfg.items():  # and its most used way on, so the chain continues
-            if x == b and y in graph.nodes and (b, y) not in graph.edges and c >= cfg.edge_min \
-                    and c == max((dfg[b, z] for z in graph.nodes if (b, z) in dfg), default=0):
-                graph.edges[b, y] = c
-        graph.edges = drop_skips(graph.edges)
+        if not placed:
+            break
+    # a choice nobody explained cannot be decided by an executor: the usual way only
+    for a in {x for (x, _) in graph.edges}:
+        plain = [b for (x, b) in graph.edges if x == a and (x, b) not in graph.labels]
+        if len(plain) > 1:
+            top = max(plain, key=lambda b: graph.edges[a, b])
+            for b in plain:
+                if b != top:
+                    graph.edges.pop((a, b))
     graph.nodes = {n: c for n, c in graph.nodes.items() if n in set(graph.reachable())}
     return graph
 
@@ -388,12 +456,13 @@ def _ident_value(v: Any) -> bool:
 def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfig | None = None, *,
                    domain: str = "general", role: str = "", description: str = "",
                    binding_for: Callable[[str], Binding | None] | None = None,
-                   exclude: set[str] = frozenset()) -> tuple[Workflow, MinedGraph]:
+                   exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None
+                   ) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude)
+    graph = mine_graph(trs, cfg, exclude, polarity)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
@@ -485,7 +554,7 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
         if a in chart.nodes and b in chart.nodes:
             chart.edges.append(Edge(a, b, graph.labels.get((a, b), ""), graph.tests.get((a, b), "")))
     # the usual successor last: compile_graph writes it as the ``else`` branch
-    chart.edges.sort(key=lambda e: graph.edges.get((e.src, e.dst), 0))
+    chart.edges.sort(key=lambda e: (not e.label and not e.test, graph.edges.get((e.src, e.dst), 0)))
 
     def action(node: Node) -> NodeAction:
         n = node.id

@@ -48,8 +48,26 @@ def _abcd_transcripts(data: Path) -> list[Transcript]:
             else:
                 turns.append(TranscriptTurn(speaker="user" if t.get("speaker") == "customer" else "agent",
                                             text=t.get("text", "")))
-        out.append(Transcript(id=str(c.get("convo_id")), task=identifier(sc.get("subflow", "unknown")),
+        # the subflow as the action targets name it (``timing`` for the scenario's ``timing_4``): kb.json's keys
+        first = next((t["targets"][0] for t in c.get("delexed", []) if t.get("targets") and t["targets"][0]), None)
+        out.append(Transcript(id=str(c.get("convo_id")), task=identifier(first or sc.get("subflow", "unknown")),
                               domain=identifier(sc.get("flow", "general")), turns=turns))
+    return out
+
+
+def abcd_guideline_charts(data: str | Path) -> dict:
+    """ABCD's required action sequence per subflow (``kb.json``) as chain flowcharts of API-step names."""
+    from ..importers.mermaid import Edge, Flowchart, Node
+
+    root = dataset_dir(Path(data), "abcd", "kb.json")
+    out = {}
+    for sub, buttons in json.loads((root / "kb.json").read_text(encoding="utf-8")).items():
+        names = [identifier(b.replace("-", "_")) for b in buttons]
+        chart = Flowchart()
+        for n in names:
+            chart.nodes[n] = Node(n, n)
+        chart.edges = [Edge(a, b) for a, b in zip(names, names[1:])]
+        out[identifier(sub)] = chart
     return out
 
 
