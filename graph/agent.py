@@ -20,6 +20,7 @@ fails with a message naming the field before any node changes the state.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import typing
 from pathlib import Path
@@ -31,10 +32,13 @@ from langgraph.runtime import Runtime
 
 from workflows.text import message_text
 
+from .checkpoint import ledger_for
 from .context import ROLES, Context, ContextError
 from .models import ModelConfigError, role_model
 from .state import InputState, OutputState, State, decision, turn_commands
 
+# LangGraph reads a run's default durability from this configurable key (langgraph-api sets it too).
+DURABILITY_KEY = "__pregel_durability"
 MAX_MESSAGE_CHARS = 20_000  # longer user messages are refused (embedding/LLM inputs stay bounded)
 MODEL_FIELDS = tuple(f"{role}_model" for role in ROLES)
 
@@ -78,8 +82,9 @@ def check_input(state: dict) -> None:
                               f"{MAX_MESSAGE_CHARS}; send a shorter message")
 
 
-def _with_context(fn: Callable, default: Context | None, *, first: bool = False) -> Callable:
-    """Give ``fn`` a Runtime whose context is always a ``Context``; the first node also validates."""
+def _with_context(fn: Callable, default: Context | None, *, first: bool = False, ledger: str = "") -> Callable:
+    """Give ``fn`` a Runtime whose context is always a ``Context``; the first node also validates.
+    ``ledger``: the agent's ledger location, for runs whose context names none (see build_agent)."""
 
     @functools.wraps(fn)
     def node(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -88,6 +93,8 @@ def _with_context(fn: Callable, default: Context | None, *, first: bool = False)
             ctx = default or Context()
         elif isinstance(ctx, dict):  # e.g. a caller passing a plain mapping
             ctx = Context(**ctx)
+        if ledger and not ctx.ledger:
+            ctx = Context(**{**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(Context)}, "ledger": ledger})
         if first:
             check_context(ctx)
             check_input(state)
@@ -106,8 +113,16 @@ def after_retriever(state: State) -> Literal["clarify", "apply_commands"]:
     return "clarify" if last and last[0].get("command") == "clarify" else "apply_commands"
 
 
-def build_agent(context: Context | None = None, checkpointer=None, store=None):
-    """Compile the agent.  ``context`` is the default for runs that pass none (``context=`` wins)."""
+def build_agent(context: Context | None = None, checkpointer=None, store=None, *, served: bool = False):
+    """Compile the agent.  ``context`` is the default for runs that pass none (``context=`` wins).
+
+    Exactly-once tools: the tool-call ledger lives beside ``checkpointer``'s store (``Context.ledger``
+    overrides it; ``served``: the LangGraph server brings the checkpointer, ours by ``flowdesk serve``,
+    so the ledger is beside ``FLOWDESK_CHECKPOINT_URL`` / the default file).  Runs default to
+    ``durability="sync"``: each step's checkpoint is committed before the next step, so a turn with an
+    irreversible tool is on disk before that tool runs (a caller's ``durability=`` still wins)."""
+    from memory.ledger import ledger_location
+    from nodes.recover import recover
     from nodes.apply_commands import apply_commands
     from nodes.clarify import clarify
     from nodes.controller import post_controller, pre_controller, route_after_post
@@ -121,10 +136,12 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
 
     if context is not None:
         check_context(context)
-    wrap = functools.partial(_with_context, default=context)
+    ledger = ledger_location(None) if served and checkpointer is None else ledger_for(checkpointer)
+    wrap = functools.partial(_with_context, default=context, ledger=ledger)
 
     g = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    g.add_node("detector", _with_context(detector, context, first=True))
+    g.add_node("recover", wrap(recover, first=True))
+    g.add_node("detector", wrap(detector))
     g.add_node("router", wrap(router))
     g.add_node("retriever", wrap(retriever))
     g.add_node("clarify", wrap(clarify))
@@ -136,7 +153,8 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
     g.add_node("tools", wrap(tools))
     g.add_node("respond", wrap(respond))
 
-    g.add_edge(START, "detector")
+    g.add_edge(START, "recover")
+    g.add_edge("recover", "detector")
     g.add_conditional_edges("detector", after_detector, ["router", "apply_commands"])
     g.add_edge("router", "retriever")
     g.add_conditional_edges("retriever", after_retriever, ["clarify", "apply_commands"])
@@ -148,4 +166,5 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
     g.add_conditional_edges("post_controller", route_after_post, ["executor", "tools", "respond"])
     g.add_edge("tools", "pre_controller")
     g.add_edge("respond", END)
-    return g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
+    agent = g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
+    return agent.with_config(configurable={DURABILITY_KEY: "sync"})

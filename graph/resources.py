@@ -22,7 +22,7 @@ _CACHE: dict[tuple, "Resources"] = {}
 _LOCK = threading.Lock()
 MODEL_ROLES = ("detector", "router", "executor")
 # the Context fields the resources are built from (the rest are per-run thresholds nodes read directly)
-_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url")
+_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url", "ledger")
 _MODELS: dict[tuple[str, str, str, str], Any] = {}
 
 
@@ -69,6 +69,14 @@ class Resources:
         from workflows.bindings import ToolRunner
 
         return ToolRunner(Context(db_path=self.settings["db_path"], tool_timeout=self.settings["tool_timeout"]))
+
+    @property
+    def ledger(self):
+        """The tool-call ledger (``memory.ledger``; one open ledger per location in the process), or
+        None when the run has none (no checkpointer: nothing can replay a call)."""
+        from memory.ledger import shared_ledger
+
+        return shared_ledger(self.settings["ledger"]) if self.settings["ledger"] else None
 
 
 

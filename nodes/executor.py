@@ -34,7 +34,39 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
+INTERRUPTED = {"done": "pattern_interrupted_done", "failed": "pattern_interrupted_failed",
+               "unknown": "pattern_interrupted_unknown"}
+
+
+def interrupted_turn_notes(res: Resources, state: State) -> str:
+    """The ``pattern_interrupted_turn`` reports of the calls ``recover`` settled this turn ("" if none)."""
+    turn = int(state.get("turn") or 0)
+    notes = []
+    for n in state.get("recovered") or []:
+        if int(n.get("turn") or 0) != turn:
+            continue
+        wf = res.workflow(n.get("workflow"))
+        flow = _lower_first(wf.display_name) if wf is not None else str(n.get("api", "")).replace("_", " ")
+        details = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (n.get("data") or {}).items()) \
+            if n.get("outcome") == "done" else str(n.get("error") or "")
+        wf_pattern = res.patterns.workflows["pattern_interrupted_turn"]
+        notes.append(answer_text(wf_pattern, INTERRUPTED[n.get("outcome", "unknown")],
+                                 {"flow": flow, "details": details}))
+    return " ".join(notes)
+
+
 def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The proposal; a reply in a turn that follows a crash opens with the interrupted turn's report."""
+    update = _propose(state, runtime)
+    proposal = update.get("proposal") or {}
+    if proposal.get("kind") == "reply":
+        notes = interrupted_turn_notes(get_resources(runtime.context), state)
+        if notes:
+            update = {"proposal": {**proposal, "text": f"{notes} {proposal.get('text') or ''}".strip()}}
+    return update
+
+
+def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
     turn = int(state.get("turn") or 0)
