@@ -2,9 +2,9 @@
 
 ``build_agent(context, checkpointer, store)`` returns the compiled graph::
 
-    START → detector ─STAY────────────────────────────────────→ apply_commands
-               └─SEARCH→ router → retriever ─(found)──────────→ apply_commands
-                                      └─(too close)→ clarify ─→ apply_commands
+    START → recover → detector ─STAY────────────────────────────────────→ apply_commands
+                         └─SEARCH→ router → retriever ─(found)──────────→ apply_commands
+                                                └─(too close)→ clarify ─→ apply_commands
     apply_commands → experience → pre_controller → executor → post_controller
                                      ↑                ↑            ├─ rejected, retry → executor
                                      └──── tools ←────┼────────────├─ tool call → tools
@@ -14,8 +14,9 @@ The detector reads the turn into commands (its STAY/SEARCH is the first conditio
 retriever or clarify resolve a search into a StartFlow; ``apply_commands`` applies them to the
 dialogue stack.  Only wiring lives here.  Two guards wrap the nodes:
 every node sees a ``Context`` (the one given to ``build_agent``, the run's ``context=``, or the
-environment's), and the first node of a turn checks the input and the configuration, so bad input
-fails with a message naming the field before any node changes the state.
+environment's), and the first node of a turn (``recover``) checks the input and the configuration, so
+bad input fails with a message naming the field before any node changes the state, and replaces the
+user's message by its normalised text (``normalise_input``) before any node reads it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from workflows.sanitize import normalize_text
 from workflows.text import message_text
 
 from .checkpoint import ledger_for
@@ -82,6 +84,19 @@ def check_input(state: dict) -> None:
                               f"{MAX_MESSAGE_CHARS}; send a shorter message")
 
 
+def normalise_input(state: dict) -> tuple[dict, HumanMessage | None]:
+    """The turn's user message as clean text (``workflows.sanitize.normalize_text``: invalid UTF-8,
+    lone surrogates, control characters): the state every node reads, and the replacement message
+    (None when the text was already clean)."""
+    messages = list(state.get("messages") or [])
+    last = messages[-1]
+    clean = normalize_text(message_text(last))
+    if isinstance(last.content, str) and last.content == clean:
+        return state, None
+    replaced = HumanMessage(content=clean, id=last.id, name=last.name)
+    return {**state, "messages": [*messages[:-1], replaced]}, replaced
+
+
 def _with_context(fn: Callable, default: Context | None, *, first: bool = False, ledger: str = "") -> Callable:
     """Give ``fn`` a Runtime whose context is always a ``Context``; the first node also validates.
     ``ledger``: the agent's ledger location, for runs whose context names none (see build_agent)."""
@@ -95,10 +110,15 @@ def _with_context(fn: Callable, default: Context | None, *, first: bool = False,
             ctx = Context(**ctx)
         if ledger and not ctx.ledger:
             ctx = Context(**{**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(Context)}, "ledger": ledger})
-        if first:
-            check_context(ctx)
-            check_input(state)
-        return fn(state, runtime.override(context=ctx))
+        if not first:
+            return fn(state, runtime.override(context=ctx))
+        check_context(ctx)
+        check_input(state)
+        state, normalised = normalise_input(state)
+        update = fn(state, runtime.override(context=ctx))
+        if normalised is not None:  # the stored message is the normalised one (same id: add_messages replaces it)
+            update = {**(update or {}), "messages": [normalised, *((update or {}).get("messages") or [])]}
+        return update
 
     return node
 

@@ -49,6 +49,16 @@ class Resources:
         wfs = {**self.patterns.workflows, **self.library.workflows}
         return MappingProxyType({name: Interpreter(wf) for name, wf in wfs.items()})
 
+    @cached_property
+    def known_word(self):
+        """Is a (lower-case) word one the agent knows: a word of the library or the patterns (stems
+        included) or a common word of the embedding model's vocabulary (``memory.embeddings``)?"""
+        from memory.embeddings import common_words
+
+        library = frozenset().union(*(i.vocabulary for i in self.interpreters.values()))
+        common = common_words()
+        return lambda w: w in common or w in library or f"{w[:4]}~" in library
+
     def workflow(self, name: str | None) -> Workflow | None:
         if not name:
             return None

@@ -25,8 +25,9 @@ from graph.state import State, turn_commands
 
 
 def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
-    """A repair pattern's answer (its template filled with the workflow it speaks about)."""
-    wf = res.patterns.workflows[name]
+    """A repair pattern's answer (its template filled with the workflow it speaks about); ``name`` is
+    the pattern's, or one of its answers'."""
+    wf = res.patterns.workflows.get(name) or next(w for w in res.patterns.workflows.values() if w.answer(name))
     return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow})}
 
 
@@ -80,6 +81,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if cancelled and (wf is None or wf.name != cancelled[-1]):
         gone = res.library.workflows.get(cancelled[-1])
         return {"proposal": pattern_reply(res, "pattern_cancel_flow", gone.display_name if gone else cancelled[-1])}
+    if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
+        return {"proposal": pattern_reply(res, "pattern_not_understood")}
     if wf is None or frame is None:
         return {"proposal": pattern_reply(res, "pattern_close" if "close" in kinds else "pattern_chitchat")}
     interp = res.interpreters[wf.name]
@@ -90,13 +93,14 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
     # repair patterns that continue with the workflow's next question (the message is no slot value)
     for kind, name, flow in (("resume_flow", "pattern_resume_flow", _lower_first(wf.display_name)),
-                             ("out_of_scope", "pattern_out_of_scope", wf.display_name)):
+                             ("out_of_scope", "pattern_out_of_scope", wf.display_name),
+                             ("not_understood", "pattern_not_understood_continue", wf.display_name)):
         if kind in kinds:
             again = next_proposal(wf, interp, frame, {}, rejected)
             lead = pattern_reply(res, name, flow)
             if again.get("kind") == "reply":
                 return {"proposal": {**again, "text": f"{lead['text']} {again['text']}".strip()}}
-            if kind == "out_of_scope":
+            if kind in ("out_of_scope", "not_understood"):
                 return {"proposal": lead}
     model = model_for(ctx, "executor")
     messages = state.get("messages") or []

@@ -181,3 +181,49 @@ def test_ledger_setting_is_validated_and_server_side():
         Context(ledger="s3://bucket/x")
     with pytest.raises(ContextError, match="server-side"):
         client_context({"ledger": "/tmp/elsewhere.sqlite"}, allowed=set())
+
+
+# --- text at the graph boundary (normalised) and input that is no language ------------------------
+
+@pytest.mark.parametrize("text", ["a" * 20_000, "\x00", '{"restaurant": "Casa Fiorella", "party_size": 2, '
+                                  '"date": "2026-12-23", "account": "checking", "amount": 50}', "%%%% $$$ !!!",
+                                  "qwzx vbnmq rtzpl"])
+def test_no_language_starts_no_workflow(agent, agent_context, text):
+    config = {"configurable": {"thread_id": f"nl-{abs(hash(text)) % 10**8}"}}
+    out = agent.invoke({"messages": [HumanMessage(text)]}, config, context=agent_context)
+    reply = out["messages"][-1].content
+    assert reply.startswith("Sorry, I couldn't make sense of that message") and len(reply) < 120
+    assert out.get("stack") in (None, [])  # nothing started
+    out = agent.invoke({"messages": [HumanMessage(BOOK)]}, config, context=agent_context)
+    assert [f["workflow"] for f in out["stack"]] == ["book_table"]  # the next real request is served
+
+
+def test_no_language_inside_a_workflow_asks_its_question_again(agent, agent_context):
+    config = {"configurable": {"thread_id": "nl-inside"}}
+    first = agent.invoke({"messages": [HumanMessage(BOOK)]}, config, context=agent_context)
+    question = first["messages"][-1].content
+    out = agent.invoke({"messages": [HumanMessage('{"x": [1, 2, 3]}')]}, config, context=agent_context)
+    reply = out["messages"][-1].content
+    assert reply.startswith("Sorry, I couldn't make sense of that message.") and question in reply
+    assert out["stack"][-1]["slots"].get("guest_name") in (None, "")  # the blob filled nothing
+
+
+def test_the_stored_message_is_the_normalised_one(agent, agent_context):
+    config = {"configurable": {"thread_id": "norm"}}
+    raw = "Where is my order ORD-7003?\x07\ud800\x1b[31m"
+    agent.invoke({"messages": [HumanMessage(raw)]}, config, context=agent_context)
+    stored = [m for m in agent.get_state(config).values["messages"] if isinstance(m, HumanMessage)]
+    assert len(stored) == 1 and stored[0].content == "Where is my order ORD-7003?\ufffd[31m"
+
+
+def test_reads_as_language_is_generic():
+    from workflows.text import reads_as_language
+
+    known = {"where", "is", "my", "order", "book", "table"}.__contains__
+    assert reads_as_language("Where is my order?", known)
+    assert reads_as_language("ORD-7003", known) and reads_as_language("19:00", known)
+    assert reads_as_language("Zyx Qwv", known, expecting_value=True)  # a name the vocabulary cannot know
+    assert not reads_as_language("Zyx Qwv", known)
+    assert not reads_as_language("", known) and not reads_as_language("?!?!", known)
+    assert not reads_as_language('[{"a": 1}]', known, expecting_value=True)
+    assert not reads_as_language("b" * 41, known, expecting_value=True)
