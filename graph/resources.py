@@ -22,7 +22,7 @@ _CACHE: dict[tuple, "Resources"] = {}
 _LOCK = threading.Lock()
 MODEL_ROLES = ("detector", "router", "executor")
 # the Context fields the resources are built from (the rest are per-run thresholds nodes read directly)
-_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url", "ledger")
+_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url")
 _MODELS: dict[tuple[str, str, str, str], Any] = {}
 
 
@@ -80,15 +80,6 @@ class Resources:
 
         return ToolRunner(Context(db_path=self.settings["db_path"], tool_timeout=self.settings["tool_timeout"]))
 
-    @property
-    def ledger(self):
-        """The tool-call ledger (``memory.ledger``; one open ledger per location in the process), or
-        None when the run has none (no checkpointer: nothing can replay a call)."""
-        from memory.ledger import shared_ledger
-
-        return shared_ledger(self.settings["ledger"]) if self.settings["ledger"] else None
-
-
 
 def model_for(context: Context | None, role: str) -> Any | None:
     """The chat model of a role (detector, router, executor) under ``context``, or None for the offline
@@ -99,6 +90,16 @@ def model_for(context: Context | None, role: str) -> Any | None:
         if key not in _MODELS or key[1].startswith("registered:"):
             _MODELS[key] = role_model(context, role)
         return _MODELS[key]
+
+
+def ledger_of(context: Context | None):
+    """The run's tool-call ledger (``memory.ledger``; one open ledger per location in the process,
+    shared by every configuration), or None when the run has none (no checkpointer: nothing can
+    replay a call).  Not part of ``Resources``: agents on different checkpointers share the index."""
+    from memory.ledger import shared_ledger
+
+    location = context.ledger if context is not None else ""
+    return shared_ledger(location) if location else None
 
 
 def get_resources(context: Context | None) -> Resources:

@@ -252,6 +252,14 @@ def shared_ledger(location: str) -> Ledger:
         return ledger
 
 
+def close_shared_ledgers() -> None:
+    """Close every ledger ``shared_ledger`` opened (tests; before a fork: a child opens its own)."""
+    with _SHARED_LOCK:
+        for ledger in _SHARED.values():
+            ledger.close()
+        _SHARED.clear()
+
+
 def open_ledger(location: str | os.PathLike | None = None) -> Ledger:
     """A ledger at a SQLite path, ``:memory:`` or a ``postgres://`` URL (default: beside the
     default checkpoints, ``.flowdesk/ledger.sqlite``)."""

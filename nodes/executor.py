@@ -39,20 +39,26 @@ INTERRUPTED = {"done": "pattern_interrupted_done", "failed": "pattern_interrupte
                "unknown": "pattern_interrupted_unknown"}
 
 
-def interrupted_turn_notes(res: Resources, state: State) -> str:
-    """The ``pattern_interrupted_turn`` reports of the calls ``recover`` settled this turn ("" if none)."""
+def interrupted_turn_notes(res: Resources, state: State, reply: str) -> str:
+    """The ``pattern_interrupted_turn`` reports of the calls ``recover`` settled this turn ("" if none).
+    When the reply itself states what the call returned (the workflow's own answer), only a lead-in:
+    the user is told once."""
     turn = int(state.get("turn") or 0)
+    pattern = res.patterns.workflows["pattern_interrupted_turn"]
     notes = []
     for n in state.get("recovered") or []:
         if int(n.get("turn") or 0) != turn:
             continue
         wf = res.workflow(n.get("workflow"))
         flow = _lower_first(wf.display_name) if wf is not None else str(n.get("api", "")).replace("_", " ")
-        details = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (n.get("data") or {}).items()) \
-            if n.get("outcome") == "done" else str(n.get("error") or "")
-        wf_pattern = res.patterns.workflows["pattern_interrupted_turn"]
-        notes.append(answer_text(wf_pattern, INTERRUPTED[n.get("outcome", "unknown")],
-                                 {"flow": flow, "details": details}))
+        data = n.get("data") or {}
+        outcome = n.get("outcome", "unknown")
+        answer = INTERRUPTED[outcome]
+        if outcome == "done" and any(len(str(v)) >= 3 and str(v) in reply for v in data.values()):
+            answer = "pattern_interrupted_lead"
+        details = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in data.items()) if outcome == "done" \
+            else str(n.get("error") or "")
+        notes.append(answer_text(pattern, answer, {"flow": flow, "details": details}))
     return " ".join(notes)
 
 
@@ -61,9 +67,10 @@ def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update = _propose(state, runtime)
     proposal = update.get("proposal") or {}
     if proposal.get("kind") == "reply":
-        notes = interrupted_turn_notes(get_resources(runtime.context), state)
+        text = proposal.get("text") or ""
+        notes = interrupted_turn_notes(get_resources(runtime.context), state, text)
         if notes:
-            update = {"proposal": {**proposal, "text": f"{notes} {proposal.get('text') or ''}".strip()}}
+            update = {"proposal": {**proposal, "text": f"{notes} {text}".strip()}}
     return update
 
 

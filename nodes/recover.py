@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 
 from dialogue.frames import find
 from graph.context import Context
-from graph.resources import get_resources
+from graph.resources import get_resources, ledger_of
 from graph.state import State
 from memory.effects import UNKNOWN_OUTCOME, key_turn, reconcile, recorded, split_tool, unreported
 from nodes.tools import thread_of_run
@@ -28,7 +28,7 @@ from nodes.tools import thread_of_run
 
 def recover(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     res = get_resources(runtime.context)
-    ledger, thread = res.ledger, thread_of_run()
+    ledger, thread = ledger_of(runtime.context), thread_of_run()
     stack = state.get("stack") or []
     known = [c.get("key") for f in stack for c in f.get("calls") or []]
     records = unreported(ledger, thread, int(state.get("turn") or 0), known)

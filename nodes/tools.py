@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph.context import Context
-from graph.resources import get_resources
+from graph.resources import get_resources, ledger_of
 from dialogue.frames import top
 from graph.state import State
 from memory.effects import key_for, run_once
@@ -94,7 +94,7 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if wf is None:
             result_ok, data, error = False, {}, f"{name}: no active workflow to run it in"
         else:
-            outcome = run_once(res.ledger, res.tools, wf, name, args, key, thread=thread)
+            outcome = run_once(ledger_of(ctx), res.tools, wf, name, args, key, thread=thread)
             result = outcome.result
             result_ok, data, error, elapsed = result.ok, result.data, result.error, result.elapsed_ms
             replayed, reconciled = outcome.replayed, outcome.reconciled

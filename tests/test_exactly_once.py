@@ -136,11 +136,11 @@ def test_the_next_message_reports_a_call_the_state_lost(agent, agent_context, ch
 
     out = agent.invoke({"messages": [HumanMessage("hello? are you still there?")]}, config, context=agent_context)
     reply = out["messages"][-1].content
-    assert reply.startswith("Your request to book a table went through before we were cut off") and ref in reply
+    assert "went through" in reply and "cut off" in reply and reply.count(ref) == 1
     assert len(bookings(agent_context.db_path, "Lou Lost")) == 1 and not ledger.pending("t-lost")
     out = agent.invoke({"messages": [HumanMessage("thanks")]}, config, context=agent_context)
-    told = [m.content for m in out["messages"] if isinstance(m, AIMessage) and ref in (m.content or "")]
-    assert len(told) == 1  # told once
+    told = sum((m.content or "").count(ref) for m in out["messages"] if isinstance(m, AIMessage))
+    assert told == 1  # told once
     assert len(bookings(agent_context.db_path, "Lou Lost")) == 1
 
 
@@ -156,8 +156,10 @@ def test_an_unknown_outcome_is_settled_before_the_next_message(agent, agent_cont
     ledger = open_ledger(ledger_for(checkpointer))
     ledger.begin(key, "book_table/book", action["args"], thread="t-unknown")  # died before the tool ran
     out = agent.invoke({"messages": [HumanMessage("hello?")]}, config, context=agent_context)
-    assert "went through before we were cut off" in out["messages"][-1].content
-    assert len(bookings(agent_context.db_path, "Uma Unknown")) == 1
+    reply = out["messages"][-1].content
+    assert "cut off" in reply and "went through" in reply
+    rows = bookings(agent_context.db_path, "Uma Unknown")
+    assert len(rows) == 1 and reply.count(f"B-{rows[0][0]}") == 1
     assert ledger.get(key).status == "done"
 
 
