@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
     h = Harness(work, args.store, confirm=not args.no_confirm)
-    room = 2 * max(args.kills, 40) + 8  # threads prepared: trial 0 calibrates, timer kills may miss
+    room = int(1.5 * args.kills) + 12  # threads prepared: trial 0 calibrates, some timer kills miss
     started = time.perf_counter()
     h.warm(room)
     warm_s = time.perf_counter() - started
@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             f"timer:{rng.uniform(0.0, 0.9 * turn_s):.3f}" + ("@next" if n % 2 else "")
         n += 1
         results.append(h.trial(n, mode))
+    kills = [r for r in results[1:] if r["killed"]]
     # README recovery: the booking the user asked for, exactly once, told once.  Next message only: at
     # most one booking, and the user told about it exactly when it exists (a turn killed before the
     # user's "yes" was stored has no booking: the agent asks again).
