@@ -187,4 +187,6 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None, *
     g.add_edge("tools", "pre_controller")
     g.add_edge("respond", END)
     agent = g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
+    if checkpointer is None:  # nothing to make durable (the server passes its own durability per run)
+        return agent
     return agent.with_config(configurable={DURABILITY_KEY: "sync"})
