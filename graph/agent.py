@@ -157,10 +157,11 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None, *
     if context is not None:
         check_context(context)
     ledger = ledger_location(None) if served and checkpointer is None else ledger_for(checkpointer)
-    wrap = functools.partial(_with_context, default=context, ledger=ledger)
+    wrap = functools.partial(_with_context, default=context)
+    with_ledger = functools.partial(_with_context, default=context, ledger=ledger)  # the nodes that use it
 
     g = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    g.add_node("recover", wrap(recover, first=True))
+    g.add_node("recover", with_ledger(recover, first=True))
     g.add_node("detector", wrap(detector))
     g.add_node("router", wrap(router))
     g.add_node("retriever", wrap(retriever))
@@ -170,7 +171,7 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None, *
     g.add_node("pre_controller", wrap(pre_controller))
     g.add_node("executor", wrap(executor))
     g.add_node("post_controller", wrap(post_controller))
-    g.add_node("tools", wrap(tools))
+    g.add_node("tools", with_ledger(tools))
     g.add_node("respond", wrap(respond))
 
     g.add_edge(START, "recover")
