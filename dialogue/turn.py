@@ -19,8 +19,8 @@ from .understanding.features import IMPERATIVE, REQUEST
 from .understanding.navigation import BACK
 from .understanding.slots import slot_commands
 
-# commands that only navigate: the message is not read as slot values
-NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify"})
+# commands that only navigate (or say the message is no language): the message is not read as slot values
+NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify", "not_understood"})
 
 
 def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter]) -> ApplyEnv:

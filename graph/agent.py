@@ -2,9 +2,9 @@
 
 ``build_agent(context, checkpointer, store)`` returns the compiled graph::
 
-    START → detector ─STAY────────────────────────────────────→ apply_commands
-               └─SEARCH→ router → retriever ─(found)──────────→ apply_commands
-                                      └─(too close)→ clarify ─→ apply_commands
+    START → recover → detector ─STAY────────────────────────────────────→ apply_commands
+                         └─SEARCH→ router → retriever ─(found)──────────→ apply_commands
+                                                └─(too close)→ clarify ─→ apply_commands
     apply_commands → experience → pre_controller → executor → post_controller
                                      ↑                ↑            ├─ rejected, retry → executor
                                      └──── tools ←────┼────────────├─ tool call → tools
@@ -14,12 +14,14 @@ The detector reads the turn into commands (its STAY/SEARCH is the first conditio
 retriever or clarify resolve a search into a StartFlow; ``apply_commands`` applies them to the
 dialogue stack.  Only wiring lives here.  Two guards wrap the nodes:
 every node sees a ``Context`` (the one given to ``build_agent``, the run's ``context=``, or the
-environment's), and the first node of a turn checks the input and the configuration, so bad input
-fails with a message naming the field before any node changes the state.
+environment's), and the first node of a turn (``recover``) checks the input and the configuration, so
+bad input fails with a message naming the field before any node changes the state, and replaces the
+user's message by its normalised text (``normalise_input``) before any node reads it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import typing
 from pathlib import Path
@@ -29,12 +31,16 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from workflows.sanitize import normalize_text
 from workflows.text import message_text
 
+from .checkpoint import ledger_for
 from .context import ROLES, Context, ContextError
 from .models import ModelConfigError, role_model
 from .state import InputState, OutputState, State, decision, turn_commands
 
+# LangGraph reads a run's default durability from this configurable key (langgraph-api sets it too).
+DURABILITY_KEY = "__pregel_durability"
 MAX_MESSAGE_CHARS = 20_000  # longer user messages are refused (embedding/LLM inputs stay bounded)
 MODEL_FIELDS = tuple(f"{role}_model" for role in ROLES)
 
@@ -78,8 +84,22 @@ def check_input(state: dict) -> None:
                               f"{MAX_MESSAGE_CHARS}; send a shorter message")
 
 
-def _with_context(fn: Callable, default: Context | None, *, first: bool = False) -> Callable:
-    """Give ``fn`` a Runtime whose context is always a ``Context``; the first node also validates."""
+def normalise_input(state: dict) -> tuple[dict, HumanMessage | None]:
+    """The turn's user message as clean text (``workflows.sanitize.normalize_text``: invalid UTF-8,
+    lone surrogates, control characters): the state every node reads, and the replacement message
+    (None when the text was already clean)."""
+    messages = list(state.get("messages") or [])
+    last = messages[-1]
+    clean = normalize_text(message_text(last))
+    if isinstance(last.content, str) and last.content == clean:
+        return state, None
+    replaced = HumanMessage(content=clean, id=last.id, name=last.name)
+    return {**state, "messages": [*messages[:-1], replaced]}, replaced
+
+
+def _with_context(fn: Callable, default: Context | None, *, first: bool = False, ledger: str = "") -> Callable:
+    """Give ``fn`` a Runtime whose context is always a ``Context``; the first node also validates.
+    ``ledger``: the agent's ledger location, for runs whose context names none (see build_agent)."""
 
     @functools.wraps(fn)
     def node(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -88,10 +108,17 @@ def _with_context(fn: Callable, default: Context | None, *, first: bool = False)
             ctx = default or Context()
         elif isinstance(ctx, dict):  # e.g. a caller passing a plain mapping
             ctx = Context(**ctx)
-        if first:
-            check_context(ctx)
-            check_input(state)
-        return fn(state, runtime.override(context=ctx))
+        if ledger and not ctx.ledger:
+            ctx = Context(**{**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(Context)}, "ledger": ledger})
+        if not first:
+            return fn(state, runtime.override(context=ctx))
+        check_context(ctx)
+        check_input(state)
+        state, normalised = normalise_input(state)
+        update = fn(state, runtime.override(context=ctx))
+        if normalised is not None:  # the stored message is the normalised one (same id: add_messages replaces it)
+            update = {**(update or {}), "messages": [normalised, *((update or {}).get("messages") or [])]}
+        return update
 
     return node
 
@@ -106,8 +133,16 @@ def after_retriever(state: State) -> Literal["clarify", "apply_commands"]:
     return "clarify" if last and last[0].get("command") == "clarify" else "apply_commands"
 
 
-def build_agent(context: Context | None = None, checkpointer=None, store=None):
-    """Compile the agent.  ``context`` is the default for runs that pass none (``context=`` wins)."""
+def build_agent(context: Context | None = None, checkpointer=None, store=None, *, served: bool = False):
+    """Compile the agent.  ``context`` is the default for runs that pass none (``context=`` wins).
+
+    Exactly-once tools: the tool-call ledger lives beside ``checkpointer``'s store (``Context.ledger``
+    overrides it; ``served``: the LangGraph server brings the checkpointer, ours by ``flowdesk serve``,
+    so the ledger is beside ``FLOWDESK_CHECKPOINT_URL`` / the default file).  Runs default to
+    ``durability="sync"``: each step's checkpoint is committed before the next step, so a turn with an
+    irreversible tool is on disk before that tool runs (a caller's ``durability=`` still wins)."""
+    from memory.ledger import ledger_location
+    from nodes.recover import recover
     from nodes.apply_commands import apply_commands
     from nodes.clarify import clarify
     from nodes.controller import post_controller, pre_controller, route_after_post
@@ -121,10 +156,13 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
 
     if context is not None:
         check_context(context)
+    ledger = ledger_location(None) if served and checkpointer is None else ledger_for(checkpointer)
     wrap = functools.partial(_with_context, default=context)
+    with_ledger = functools.partial(_with_context, default=context, ledger=ledger)  # the nodes that use it
 
     g = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    g.add_node("detector", _with_context(detector, context, first=True))
+    g.add_node("recover", with_ledger(recover, first=True))
+    g.add_node("detector", wrap(detector))
     g.add_node("router", wrap(router))
     g.add_node("retriever", wrap(retriever))
     g.add_node("clarify", wrap(clarify))
@@ -133,10 +171,11 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
     g.add_node("pre_controller", wrap(pre_controller))
     g.add_node("executor", wrap(executor))
     g.add_node("post_controller", wrap(post_controller))
-    g.add_node("tools", wrap(tools))
+    g.add_node("tools", with_ledger(tools))
     g.add_node("respond", wrap(respond))
 
-    g.add_edge(START, "detector")
+    g.add_edge(START, "recover")
+    g.add_edge("recover", "detector")
     g.add_conditional_edges("detector", after_detector, ["router", "apply_commands"])
     g.add_edge("router", "retriever")
     g.add_conditional_edges("retriever", after_retriever, ["clarify", "apply_commands"])
@@ -148,4 +187,7 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None):
     g.add_conditional_edges("post_controller", route_after_post, ["executor", "tools", "respond"])
     g.add_edge("tools", "pre_controller")
     g.add_edge("respond", END)
-    return g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
+    agent = g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
+    if checkpointer is None:  # nothing to make durable (the server passes its own durability per run)
+        return agent
+    return agent.with_config(configurable={DURABILITY_KEY: "sync"})

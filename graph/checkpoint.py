@@ -13,11 +13,17 @@ LangGraph writes a checkpoint after every super-step, each in its own SQLite tra
 and the demo run turns with ``durability="sync"`` (``graph.chat.run_turn``), so a process killed in
 the middle of a turn loses only the step in flight: on reopening, ``invoke(None, config)`` finishes
 that turn, and a new message simply starts the next one.
+
+``ledger_for(checkpointer)`` says where the tool-call ledger (``memory.ledger``) of an agent on that
+checkpointer lives: ``ledger.sqlite`` beside a SQLite file, the same PostgreSQL database, or a private
+in-memory ledger for an in-memory checkpointer (its threads die with the process, and so do its calls).
 """
 
 from __future__ import annotations
 
 import os
+import uuid
+import weakref
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import AsyncIterator, Iterator
@@ -28,6 +34,43 @@ ENV_URL = "FLOWDESK_CHECKPOINT_URL"
 
 class CheckpointConfigError(ValueError):
     pass
+
+
+# checkpointer -> the location it was opened at (open_checkpointer / open_async_checkpointer) or a
+# private memory:<name> ledger name
+_LOCATIONS: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
+
+
+def ledger_for(checkpointer: object | None) -> str:
+    """The ledger location of an agent on ``checkpointer`` ("" without one: no thread can be replayed)."""
+    from memory.ledger import MEMORY_PREFIX, ledger_location
+
+    if checkpointer is None:
+        return ""
+    try:
+        known = _LOCATIONS.get(checkpointer)
+    except TypeError:  # not weak-referenceable
+        known = None
+    if known is None:
+        conn = getattr(checkpointer, "conn", None)
+        try:  # a SqliteSaver opened elsewhere: its main database file
+            rows = conn.execute("PRAGMA database_list").fetchall() if conn is not None else []
+            known = next((r[2] for r in rows if r[1] == "main" and r[2]), None)
+        except Exception:  # noqa: BLE001 - not SQLite (or async): fall through
+            known = None
+    if known is None or known == ":memory:":
+        known = MEMORY_PREFIX + uuid.uuid4().hex  # in-memory threads: a private in-memory ledger
+        _remember(checkpointer, known)
+    if known.startswith(MEMORY_PREFIX):
+        return known
+    return ledger_location(known)
+
+
+def _remember(saver: object, target: str) -> None:
+    try:
+        _LOCATIONS[saver] = target
+    except TypeError:
+        pass
 
 
 def _is_postgres(target: str) -> bool:
@@ -61,12 +104,14 @@ async def open_async_checkpointer(path_or_url: str | os.PathLike | None = None) 
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         async with AsyncPostgresSaver.from_conn_string(target) as saver:
+            _remember(saver, target)
             await saver.setup()
             yield saver
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     async with AsyncSqliteSaver.from_conn_string(_sqlite_path(target)) as saver:
+        _remember(saver, target)
         await saver.conn.execute("PRAGMA journal_mode=WAL")
         await saver.setup()
         yield saver
@@ -88,12 +133,14 @@ def open_checkpointer(path_or_url: str | os.PathLike | None = None) -> Iterator[
                 f"{ENV_URL}={target.split('@')[-1]!r} needs the postgres extra: pip install 'flowdesk[postgres]'"
             ) from exc
         with PostgresSaver.from_conn_string(target) as saver:
+            _remember(saver, target)
             saver.setup()  # idempotent: creates/migrates the checkpoint tables
             yield saver
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with SqliteSaver.from_conn_string(_sqlite_path(target)) as saver:
+        _remember(saver, target)
         # WAL lets a reader (flowdesk chat --trace, a test) look while another process writes, and
         # keeps committed checkpoints intact when a writer is killed mid-transaction.
         saver.conn.execute("PRAGMA journal_mode=WAL")

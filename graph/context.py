@@ -64,7 +64,7 @@ class Context:
 
     Field metadata: ``min``/``max`` bound numbers (``min_exclusive`` for > 0); ``kind`` = ``url``
     (empty or http(s)://, no credentials), ``env_name`` (an environment variable's name), ``path``
-    (non-empty)."""
+    (non-empty), ``ledger`` (empty, a file path, ``memory:<name>`` or a postgres:// URL)."""
 
     library: str = field(default=str(bundled_library_path()),
                          metadata={"description": "Workflow library directory (domain/role/workflow.yaml).",
@@ -76,6 +76,10 @@ class Context:
         "kind": "url"})
     db_path: str = field(default=".flowdesk/demo.sqlite",
                          metadata={"description": "SQLite database behind the demo library's tools.", "kind": "path"})
+    ledger: str = field(default="", metadata={
+        "description": "Tool-call ledger for exactly-once side effects: a SQLite file, a postgres:// URL or "
+                       "memory:<name>; empty = beside the agent's checkpoints (ledger.sqlite, or the same "
+                       "PostgreSQL database).", "kind": "ledger"})
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
@@ -166,7 +170,7 @@ class Context:
 
 
 # Fields an operator owns: a client of the served graph cannot change them (see client_context).
-SERVER_SIDE = ("library", "store_dir", "db_path", "chroma_url", "base_url", "api_key_env",
+SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "chroma_url", "base_url", "api_key_env",
                *(f"{r}_base_url" for r in ROLES), *(f"{r}_api_key_env" for r in ROLES))
 _HINTS = typing.get_type_hints(Context)
 _FIELDS = {f.name: f for f in fields(Context)}
@@ -235,6 +239,13 @@ def _coerce(f, value: Any, source: str = "") -> Any:
             raise fail(f"{shown} is not an http(s):// URL")
         if parts.password:
             raise fail("must not hold a password; give credentials through an *_api_key_env variable")
+    if kind == "ledger" and value:
+        if value.startswith(("postgres://", "postgresql://")):
+            return value
+        if "://" in value:
+            raise fail(f"{shown} is not a file path, a postgres:// URL or memory:<name>")
+        if not value.startswith("memory:") and os.path.isdir(value):
+            raise fail(f"{shown} is a directory; give a .sqlite file path")
     if kind == "env_name" and value and not _ENV_NAME.match(value):
         # Never echo it: someone may have pasted the key itself here.
         raise fail("must be the NAME of an environment variable (letters, digits, _), not the key itself")

@@ -7,7 +7,7 @@ from __future__ import annotations
 def named_errors() -> tuple[type[BaseException], ...]:
     """Exceptions whose message names what is wrong (a file:line, a field, a setting, a port)."""
     from memory.ledger import LedgerError
-    from memory.store import StoreLockedError
+    from memory.store import StoreLockedError, StoreUnavailableError
     from workflows.errors import LibraryError
 
     from .agent import AgentInputError
@@ -17,7 +17,7 @@ def named_errors() -> tuple[type[BaseException], ...]:
     from .serve import ServeError
 
     return (LibraryError, ContextError, AgentInputError, CheckpointConfigError, ModelConfigError, LLMProviderError,
-            ServeError, LedgerError, StoreLockedError)
+            ServeError, LedgerError, StoreLockedError, StoreUnavailableError)
 
 
 def describe(exc: BaseException) -> str:

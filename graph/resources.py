@@ -12,6 +12,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from langgraph.config import get_config
+
 from workflows.library import Library, bundled_patterns_path, load_library
 from workflows.pdl import Workflow
 
@@ -49,6 +51,16 @@ class Resources:
         wfs = {**self.patterns.workflows, **self.library.workflows}
         return MappingProxyType({name: Interpreter(wf) for name, wf in wfs.items()})
 
+    @cached_property
+    def known_word(self):
+        """Is a (lower-case) word one the agent knows: a word of the library or the patterns (stems
+        included) or a common word of the embedding model's vocabulary (``memory.embeddings``)?"""
+        from memory.embeddings import common_words
+
+        library = frozenset().union(*(i.vocabulary for i in self.interpreters.values()))
+        common = common_words()
+        return lambda w: w in common or w in library or f"{w[:4]}~" in library
+
     def workflow(self, name: str | None) -> Workflow | None:
         if not name:
             return None
@@ -71,7 +83,6 @@ class Resources:
         return ToolRunner(Context(db_path=self.settings["db_path"], tool_timeout=self.settings["tool_timeout"]))
 
 
-
 def model_for(context: Context | None, role: str) -> Any | None:
     """The chat model of a role (detector, router, executor) under ``context``, or None for the offline
     policy.  Built once per (spec, endpoint) and shared; a run's models never touch ``Resources``."""
@@ -81,6 +92,16 @@ def model_for(context: Context | None, role: str) -> Any | None:
         if key not in _MODELS or key[1].startswith("registered:"):
             _MODELS[key] = role_model(context, role)
         return _MODELS[key]
+
+
+def ledger_of(context: Context | None):
+    """The run's tool-call ledger (``memory.ledger``; one open ledger per location in the process,
+    shared by every configuration), or None when the run has none (no checkpointer: nothing can
+    replay a call).  Not part of ``Resources``: agents on different checkpointers share the index."""
+    from memory.ledger import shared_ledger
+
+    location = context.ledger if context is not None else ""
+    return shared_ledger(location) if location else None
 
 
 def get_resources(context: Context | None) -> Resources:
@@ -120,3 +141,12 @@ def index_progress():
             console.print(f"[dim]  {collection}: {done}/{total} documents embedded[/]")
 
     return report
+
+
+def thread_of_run() -> str | None:
+    """The run's thread id (None outside a checkpointed run: nothing can replay its calls)."""
+    try:
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # called outside a graph run
+        return None
+    return str(thread) if thread not in (None, "") else None

@@ -7,14 +7,15 @@ applies (see ``dialogue.frames``).
 
 | field | owner(s) | reducer |
 |---|---|---|
-| messages | caller (user), tools, respond | ``add_messages`` |
+| messages | caller (user; the first node replaces it by its normalised text), tools, respond | ``add_messages`` |
+| recovered | recover (calls a crash left unreported, settled from the ledger) | ``this_turn`` |
 | turn | detector | replace |
 | reading | detector | replace |
 | commands | detector; retriever, clarify (resolve the search); apply_commands (slot commands) | ``this_turn`` |
 | search_query, user_intention | detector | replace |
 | route | router | replace |
 | candidates | retriever | replace |
-| stack | apply_commands (frame lifecycle), tools (call outcomes), respond (replies) | ``merge_stack`` ops |
+| stack | apply_commands (frame lifecycle), tools (call outcomes), recover (outcomes a crash left unrecorded), respond (replies) | ``merge_stack`` ops |
 | experience | experience | replace |
 | hints | pre_controller | replace |
 | proposal | executor | replace |
@@ -73,6 +74,7 @@ class InputState(TypedDict):
 
 class State(InputState, total=False):
     turn: int  # user turns so far
+    recovered: Annotated[list[dict[str, Any]], this_turn]  # calls a crash cut short, reported this turn (recover)
     version: int  # state schema version (SCHEMA_VERSION)
     reading: Reading
     commands: Annotated[list[dict[str, Any]], this_turn]  # the turn's commands (dialogue.commands)

@@ -26,7 +26,7 @@ if _ROOT not in sys.path:
 from graph.agent import build_agent  # noqa: E402
 from graph.context import ClientContext  # noqa: E402
 
-graph = build_agent()
+graph = build_agent(served=True)  # the ledger beside the server's checkpoints (FLOWDESK_CHECKPOINT_URL)
 # LangGraph builds the run's context as ``context_schema(**client_mapping)``: with ClientContext that
 # construction applies the client rules (validated values, server-side settings refused).
 graph.context_schema = ClientContext

@@ -10,6 +10,8 @@ unchanged library and repeated queries cost nothing.
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import json
 import os
@@ -70,6 +72,15 @@ def minilm_model_dir() -> Path:
     if not (path / "model.safetensors").exists():
         raise FileNotFoundError(f"all-MiniLM-L6-v2 weights not found in {path}")
     return path
+
+
+@functools.lru_cache(maxsize=1)
+def common_words() -> frozenset[str]:
+    """The whole words of the bundled MiniLM's WordPiece vocabulary (lower case, two letters or more):
+    about 20,000 of the most frequent words of its training corpus — what "a common word" means to
+    the agent (``workflows.text.reads_as_language``), learnt from data rather than listed by hand."""
+    vocab = (minilm_model_dir() / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    return frozenset(w for w in (v.strip() for v in vocab) if len(w) >= 2 and w.isalpha())
 
 
 class MiniLMEmbedder:

@@ -15,6 +15,8 @@ API (every method is safe across threads and processes; writes commit before the
     ledger.pending(thread) -> list[LedgerRecord]          # begun, never completed: outcome unknown
     ledger.records(thread) -> list[LedgerRecord]          # every call of a thread, oldest first
     ledger.close()
+    shared_ledger(location) -> Ledger                     # one open ledger per location in a process;
+                                                          # "memory:<name>" = a private in-memory ledger
 
 The rule for the caller (the tools node):
 
@@ -231,6 +233,31 @@ class PostgresLedger(Ledger):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+MEMORY_PREFIX = "memory:"
+_SHARED: dict[str, Ledger] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_ledger(location: str) -> Ledger:
+    """The process's open ledger at ``location`` (opened on first use, kept open: the tools node asks
+    for it on every call).  ``memory:<name>`` is an in-memory ledger private to that name — what an
+    agent on an in-memory checkpointer gets, so two such agents never see each other's calls."""
+    with _SHARED_LOCK:
+        ledger = _SHARED.get(location)
+        if ledger is None:
+            ledger = _SHARED[location] = (SqliteLedger(":memory:") if location.startswith(MEMORY_PREFIX)
+                                          else open_ledger(location))
+        return ledger
+
+
+def close_shared_ledgers() -> None:
+    """Close every ledger ``shared_ledger`` opened (tests; before a fork: a child opens its own)."""
+    with _SHARED_LOCK:
+        for ledger in _SHARED.values():
+            ledger.close()
+        _SHARED.clear()
 
 
 def open_ledger(location: str | os.PathLike | None = None) -> Ledger:

@@ -47,6 +47,19 @@ def chroma_http_client(url: str):
                                settings=Settings(anonymized_telemetry=False))
 
 
+class StoreUnavailableError(RuntimeError):
+    """The Chroma server (``chroma_url``) does not answer; names the URL and what to do."""
+
+
+def _unavailable(url: str, exc: BaseException) -> StoreUnavailableError:
+    from workflows.sanitize import redact
+
+    return StoreUnavailableError(redact(
+        f"chroma_url {url}: the Chroma server is not answering ({type(exc).__name__}: {str(exc)[:160]}); "
+        "start it (chroma run --path DIR --host 127.0.0.1 --port PORT) or unset FLOWDESK_CHROMA_URL to use "
+        "the embedded store"))
+
+
 class StoreLockedError(RuntimeError):
     def __init__(self, path: Path, pid: int | None):
         self.path, self.pid = path, pid
@@ -204,9 +217,11 @@ class WorkflowStore:
             self.cols = {c: self.client.get_or_create_collection(
                 f"{namespace}-{c}" if namespace else c, embedding_function=None, configuration={"hnsw": {"space": "cosine"}},
                 metadata={"embedder": self.embedder.name}) for c in COLLECTIONS}
-        except BaseException:
+        except BaseException as exc:
             if self._locked:
                 release_lock(self.path)
+            if chroma_url and isinstance(exc, Exception) and not isinstance(exc, StoreUnavailableError):
+                raise _unavailable(chroma_url, exc) from None
             raise
         self._matrices: dict[tuple[str, str], Matrix] = {}
         self._closed = False
@@ -266,7 +281,12 @@ class WorkflowStore:
         col, out = self.cols[collection], {"ids": [], **{k: [] for k in include}}
         offset = 0
         while True:
-            got = col.get(where=where, include=include, limit=page, offset=offset)
+            try:
+                got = col.get(where=where, include=include, limit=page, offset=offset)
+            except Exception as exc:  # noqa: BLE001 - a server gone mid-session: say which and what to do
+                if self.chroma_url:
+                    raise _unavailable(self.chroma_url, exc) from None
+                raise
             out["ids"] += list(got["ids"])
             for k in include:
                 if got[k] is not None:

@@ -3,7 +3,8 @@
 STAY keeps the active workflow; SEARCH (a ``StartFlow`` without a workflow, carrying the
 self-generated query) sends the turn to the router and the retriever.  Going back to an interrupted
 workflow, cancelling, asking for a person, small talk and "I don't know" become their own commands
-(``dialogue.understanding.navigation``).  The policy — offline, LLM or cascade — is
+(``dialogue.understanding.navigation``); a turn that is no language — nothing once normalised, noise,
+pasted data — is NotUnderstood and starts nothing.  The policy — offline, LLM or cascade — is
 ``Context.detector_mode``; the evidence for the offline policy is the library's BM25 ranking.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from dialogue.commands import dump
+from dialogue.commands import NotUnderstood, dump
 from dialogue.frames import interrupted, top
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
@@ -23,6 +24,7 @@ from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn
 from graph.context import Context
 from graph.resources import get_resources, model_for
 from graph.state import SCHEMA_VERSION, State, decision
+from workflows.text import reads_as_language
 
 
 def retriever_scorer(retriever, top_k: int = RETRIEVAL_TOP_K) -> ScoreFn:
@@ -35,6 +37,15 @@ def retriever_scorer(retriever, top_k: int = RETRIEVAL_TOP_K) -> ScoreFn:
     return score
 
 
+def not_language(text: str, turn: int, active: str | None) -> dict[str, Any]:
+    """A turn that is no language (``workflows.text.reads_as_language``): NotUnderstood, no search."""
+    dumped = dump([NotUnderstood(turn=turn)])
+    return {"turn": turn, "version": SCHEMA_VERSION, "reading": reading_of(text), "commands": dumped,
+            "search_query": "", "user_intention": "",
+            "trace": [{"event": "user", "turn": turn, "text": text, "workflow": active, "decision": decision(dumped),
+                       "commands": ["not_understood"], "out_of_scope": True, "policy": "not_language"}]}
+
+
 def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
@@ -43,13 +54,15 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     active = wf.name if wf is not None else None  # a workflow gone from the library is no longer active
     asked = list(frame.get("asked") or []) if wf is not None else []
-    model = model_for(ctx, "detector") if ctx.detector_mode != "offline" else None
     started = time.perf_counter()
     messages = state.get("messages") or []
-    v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
-               ctx.detector_mode, model)
     turn = int(state.get("turn") or 0) + 1
     text, _, _ = split_history(messages)
+    if not reads_as_language(text, res.known_word, expecting_value=bool(asked)):
+        return not_language(text, turn, active)
+    model = model_for(ctx, "detector") if ctx.detector_mode != "offline" else None
+    v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
+               ctx.detector_mode, model)
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,

@@ -25,8 +25,9 @@ from graph.state import State, turn_commands
 
 
 def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
-    """A repair pattern's answer (its template filled with the workflow it speaks about)."""
-    wf = res.patterns.workflows[name]
+    """A repair pattern's answer (its template filled with the workflow it speaks about); ``name`` is
+    the pattern's, or one of its answers'."""
+    wf = res.patterns.workflows.get(name) or next(w for w in res.patterns.workflows.values() if w.answer(name))
     return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow})}
 
 
@@ -34,7 +35,46 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
+INTERRUPTED = {"done": "pattern_interrupted_done", "failed": "pattern_interrupted_failed",
+               "unknown": "pattern_interrupted_unknown"}
+
+
+def interrupted_turn_notes(res: Resources, state: State, reply: str) -> str:
+    """The ``pattern_interrupted_turn`` reports of the calls ``recover`` settled this turn ("" if none).
+    When the reply itself states what the call returned (the workflow's own answer), only a lead-in:
+    the user is told once."""
+    turn = int(state.get("turn") or 0)
+    pattern = res.patterns.workflows["pattern_interrupted_turn"]
+    notes = []
+    for n in state.get("recovered") or []:
+        if int(n.get("turn") or 0) != turn:
+            continue
+        wf = res.workflow(n.get("workflow"))
+        flow = _lower_first(wf.display_name) if wf is not None else str(n.get("api", "")).replace("_", " ")
+        data = n.get("data") or {}
+        outcome = n.get("outcome", "unknown")
+        answer = INTERRUPTED[outcome]
+        if outcome == "done" and any(len(str(v)) >= 3 and str(v) in reply for v in data.values()):
+            answer = "pattern_interrupted_lead"
+        details = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in data.items()) if outcome == "done" \
+            else str(n.get("error") or "")
+        notes.append(answer_text(pattern, answer, {"flow": flow, "details": details}))
+    return " ".join(notes)
+
+
 def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The proposal; a reply in a turn that follows a crash opens with the interrupted turn's report."""
+    update = _propose(state, runtime)
+    proposal = update.get("proposal") or {}
+    if proposal.get("kind") == "reply":
+        text = proposal.get("text") or ""
+        notes = interrupted_turn_notes(get_resources(runtime.context), state, text)
+        if notes:
+            update = {"proposal": {**proposal, "text": f"{notes} {text}".strip()}}
+    return update
+
+
+def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
     turn = int(state.get("turn") or 0)
@@ -48,6 +88,8 @@ def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if cancelled and (wf is None or wf.name != cancelled[-1]):
         gone = res.library.workflows.get(cancelled[-1])
         return {"proposal": pattern_reply(res, "pattern_cancel_flow", gone.display_name if gone else cancelled[-1])}
+    if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
+        return {"proposal": pattern_reply(res, "pattern_not_understood")}
     if wf is None or frame is None:
         return {"proposal": pattern_reply(res, "pattern_close" if "close" in kinds else "pattern_chitchat")}
     interp = res.interpreters[wf.name]
@@ -58,13 +100,14 @@ def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
     # repair patterns that continue with the workflow's next question (the message is no slot value)
     for kind, name, flow in (("resume_flow", "pattern_resume_flow", _lower_first(wf.display_name)),
-                             ("out_of_scope", "pattern_out_of_scope", wf.display_name)):
+                             ("out_of_scope", "pattern_out_of_scope", wf.display_name),
+                             ("not_understood", "pattern_not_understood_continue", wf.display_name)):
         if kind in kinds:
             again = next_proposal(wf, interp, frame, {}, rejected)
             lead = pattern_reply(res, name, flow)
             if again.get("kind") == "reply":
                 return {"proposal": {**again, "text": f"{lead['text']} {again['text']}".strip()}}
-            if kind == "out_of_scope":
+            if kind in ("out_of_scope", "not_understood"):
                 return {"proposal": lead}
     model = model_for(ctx, "executor")
     messages = state.get("messages") or []

@@ -5,6 +5,12 @@ through a LangGraph ``interrupt``; a "no" cancels that call (recorded, never run
 success, tool error or cancellation — goes to the active frame as a ``call`` stack operation
 (executed and results only on success), to ``messages`` (an AIMessage carrying the tool call + its
 ToolMessage) and to ``trace`` as an environment event.  Tool errors never crash the graph.
+
+Exactly once (``memory.effects``): every call runs under an idempotency key — the run's thread id,
+the turn and a call id a replay of this step computes again — recorded in the ledger beside the
+checkpoints before the call and completed after it.  A replayed step gets the recorded outcome
+without calling the tool again; a call whose outcome is unknown (the process died during it) is
+reconciled, never blindly repeated.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph.context import Context
-from graph.resources import get_resources
+from graph.resources import get_resources, ledger_of, thread_of_run
 from dialogue.frames import top
 from graph.state import State
+from memory.effects import key_for, run_once
 from workflows.sanitize import redact_data
 from workflows.text import CONFIRM_WORDS, REFUSE_WORDS, words
 from workflows.pdl import Api
@@ -45,6 +52,12 @@ def confirmation_question(api: Api, args: dict) -> str:
             "This cannot be undone — shall I go ahead? (yes/no)")
 
 
+def earlier_calls(state: State, turn: int, name: str, args: dict) -> int:
+    """Identical calls the stack already records for this turn (part of the call's key)."""
+    return sum(1 for f in state.get("stack") or [] for c in f.get("calls") or []
+               if c.get("turn") == turn and c.get("api") == name and c.get("args") == args)
+
+
 def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     action = dict(state.get("action") or {})
@@ -60,6 +73,9 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     api = wf.api(name) if wf else None
 
     status, data, error, elapsed = "ok", {}, None, 0.0
+    thread = thread_of_run()
+    key = key_for(thread, turn, name, args, earlier_calls(state, turn, name, args))
+    replayed = reconciled = False
     if api is not None and api.irreversible and ctx.confirm_irreversible:
         answer = interrupt({"kind": "confirm", "workflow": wf_name, "api": name, "args": args,
                             "question": confirmation_question(api, args)})
@@ -69,14 +85,16 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if wf is None:
             result_ok, data, error = False, {}, f"{name}: no active workflow to run it in"
         else:
-            result = res.tools.run(wf, name, args)
+            outcome = run_once(ledger_of(ctx), res.tools, wf, name, args, key, thread=thread)
+            result = outcome.result
             result_ok, data, error, elapsed = result.ok, result.data, result.error, result.elapsed_ms
+            replayed, reconciled = outcome.replayed, outcome.reconciled
         status = "ok" if result_ok else "error"
 
     update: dict[str, Any] = {}
     if frame is not None:
         update["stack"] = [{"op": "call", "frame": frame["id"], "result": data if status == "ok" else {},
-                            "call": {"api": name, "args": args, "status": status, "turn": turn, "key": call_id}}]
+                            "call": {"api": name, "args": args, "status": status, "turn": turn, "key": key or call_id}}]
     content = json.dumps(data if status == "ok" else {"error": error, **{k: v for k, v in data.items() if k != "error"}},
                          default=str, ensure_ascii=False)
     update["messages"] = [
@@ -86,5 +104,6 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # the event log is not the workflow's memory: credentials in it are redacted by name as well
     update["trace"] = [{"event": "environment", "workflow": wf_name, "api": name, "args": redact_data(args),
                         "ok": status == "ok", "status": status, "result": redact_data(data), "error": error,
-                        "elapsed_ms": round(elapsed, 2), "turn": turn}]
+                        "elapsed_ms": round(elapsed, 2), "turn": turn, "key": key, "replayed": replayed,
+                        "reconciled": reconciled}]
     return update

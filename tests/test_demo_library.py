@@ -42,7 +42,10 @@ def test_every_binding_resolves_to_a_matching_function(lib):
             ctx = params.get("context")
             assert ctx is not None and ctx.kind is inspect.Parameter.KEYWORD_ONLY and ctx.default is None, \
                 f"{api.binding.python} needs a keyword-only context=None"
-            names = [n for n in params if n != "context"]
+            key = params.get("idempotency_key")  # every demo tool honours the agent's idempotency key
+            assert key is not None and key.kind is inspect.Parameter.KEYWORD_ONLY and key.default is None, \
+                f"{api.binding.python} needs a keyword-only idempotency_key=None"
+            names = [n for n in params if n not in ("context", "idempotency_key")]
             assert set(names) == set(api.param_names), f"{wf.name}.{api.name}: {names} vs {api.param_names}"
             for req in api.required_params:
                 assert params[req].default is inspect.Parameter.empty, f"{req} of {api.binding.python} has a default"

@@ -48,36 +48,44 @@ def _stop(proc: subprocess.Popen) -> None:
 
 # --- Chroma server -------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
+def start_chroma(data: Path, log) -> tuple[subprocess.Popen, str]:
+    """A real `chroma run` on a free 127.0.0.1 port, answering its heartbeat (skips when not installed)."""
     exe = Path(sys.executable).with_name("chroma")
     if not exe.exists():
         pytest.skip(f"no `chroma` executable next to {sys.executable}")
-    data = tmp_path_factory.mktemp("chroma-server")
     port = _free_port()
-    log = open(data.parent / "chroma-server.log", "w+")
     env = dict(os.environ, ANONYMIZED_TELEMETRY="False")
     proc = subprocess.Popen([str(exe), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"chroma run exited with {proc.returncode}:\n{log.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            _stop(proc)
+            pytest.fail(f"chroma run on {url} did not answer its heartbeat within 60 s")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = open(data.parent / "chroma-server.log", "w+")
+    proc = None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"chroma run exited with {proc.returncode}:\n{log.read()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"chroma run on {url} did not answer its heartbeat within 60 s")
-            time.sleep(0.2)
+        proc, url = start_chroma(data, log)
         yield {"url": url, "data": data}
     finally:
-        _stop(proc)
+        if proc is not None:
+            _stop(proc)
         log.close()
 
 

@@ -4,7 +4,7 @@
 validates the arguments against the API's JSON Schema first, checks the binding against the
 operator's ``BindingPolicy`` (``workflows.policy``), then dispatches on the binding.  It never
 raises for a tool's own failure (bad arguments, refused binding, exception, timeout, HTTP error,
-``{"error": ...}`` result): those come back as ``ToolResult(ok=False, error=...)`` so the agent can
+``{"error": ...}`` result, a malformed result JSON cannot hold): those come back as ``ToolResult(ok=False, error=...)`` so the agent can
 record them as environment events.
 
 Idempotency: a python tool that declares an ``idempotency_key`` parameter receives the key; an
@@ -127,6 +127,18 @@ def _call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
     return box.get("value")
 
 
+def malformed(data: dict[str, Any]) -> str | None:
+    """Why a tool's result cannot be recorded (it reaches checkpoints, the ledger and messages as
+    JSON): non-string keys, values JSON cannot hold (objects, sets, NaN); None when it is fine."""
+    if any(not isinstance(k, str) for k in data):
+        return "keys must be strings"
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return str(exc)[:200]
+    return None
+
+
 def _as_dict(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
@@ -205,6 +217,9 @@ class ToolRunner:
             return done(False, error=f"{api.name}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a failing tool is an environment event, not a crash
             return done(False, error=f"{api.name}: {type(exc).__name__}: {exc}")
+        problem = malformed(data)
+        if problem:
+            return done(False, error=f"{api.name}: malformed result: {problem}")
         if data.get("error"):
             return done(False, data, f"{api.name}: {data['error']}")
         return done(True, data)

@@ -7,8 +7,9 @@ affirmations), never shaped to a dataset's or the demo's wording.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 WORD = re.compile(r"[a-z0-9']+")
 LETTERS = re.compile(r"[a-z]+")
@@ -127,3 +128,35 @@ def render_value(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     return str(v)
+
+
+LETTER_RUN = re.compile(r"[^\W\d_]+")  # words in any script: runs of letters
+LONGEST_WORD = 40  # no word of any language in use is longer; a longer run is a key held down or data
+
+
+def reads_as_language(text: str, known: Callable[[str], bool], *, expecting_value: bool = False) -> bool:
+    """Is ``text`` a message in words, rather than nothing, noise or pasted data?
+
+    Generic and structural: text that is empty once normalised, has neither letters nor digits, parses
+    as a JSON object or array, or holds a letter run longer than ``LONGEST_WORD`` is not language; nor is
+    text without digits none of whose words (two letters or more) is ``known`` (the caller's vocabulary: the library's
+    words and the common words of a language model's vocabulary) — unless the agent is waiting for a
+    value (``expecting_value``), where a name or code the vocabulary cannot know is a fair answer."""
+    stripped = text.strip()
+    if not stripped or not any(ch.isalnum() for ch in stripped):
+        return False
+    if stripped[0] in "{[" and stripped[-1] in "}]":
+        try:
+            if isinstance(json.loads(stripped), (dict, list)):
+                return False
+        except ValueError:
+            pass
+    runs = LETTER_RUN.findall(stripped.lower())
+    if any(len(r) > LONGEST_WORD for r in runs):
+        return False
+    if re.search(r"\d", stripped):
+        return True  # a number, date or reference (ORD-7003) says something whatever its words
+    candidates = [r for r in runs if len(r) >= 2]
+    if not candidates:
+        return expecting_value and len(runs) <= 3  # a one-letter answer ("y") to a question
+    return expecting_value or any(known(r) for r in candidates)

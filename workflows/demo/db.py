@@ -85,6 +85,9 @@ CREATE TABLE IF NOT EXISTS hotel_reservations (
     id INTEGER PRIMARY KEY, hotel_id INTEGER NOT NULL REFERENCES hotels(id), room_type TEXT NOT NULL,
     check_in TEXT NOT NULL, nights INTEGER NOT NULL, guest_name TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'confirmed');
+-- exactly-once writes: the result of each write made under an idempotency key (workflows.demo.tools)
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key TEXT PRIMARY KEY, tool TEXT NOT NULL, result TEXT NOT NULL);
 """
 
 # --- seed data (fictional) --------------------------------------------------------------------------

@@ -5,6 +5,11 @@ Each function takes the API's parameters as keywords plus an optional keyword-on
 ``FLOWDESK_DB_PATH``, else ``.flowdesk/demo.sqlite``) and returns a dict whose keys are exactly the
 API's ``returns``.
 
+Exactly once: every tool also takes a keyword-only ``idempotency_key`` (``ToolRunner`` passes the
+agent's key for the call).  A write made under a key stores its result in ``idempotency_keys`` in the
+*same transaction* as the write; a later call with the same key changes nothing and returns that
+result — asked again after a crash, ``book_table`` answers with the booking it already made.
+
 Error convention (one rule for every tool): when the *input* is wrong — unknown restaurant,
 order, booking, customer or card, wrong PIN or email, malformed date, a precondition the server
 enforces (booking a slot that is no longer free, refunding what is not refundable, a missing or
@@ -17,6 +22,7 @@ that the procedures branch on.  Tools never raise for user mistakes.
 from __future__ import annotations
 
 import functools
+import json
 import hashlib
 import inspect
 import os
@@ -37,13 +43,33 @@ class _Invalid(Exception):
 
 
 def _tool(fn):
-    """Open the database for the call and turn ``_Invalid`` into an error result."""
+    """Open the database for the call, commit its write (with the idempotency record, see the module
+    docstring) and turn ``_Invalid`` into an error result."""
 
     @functools.wraps(fn)
-    def wrapper(*args, context: Any = None, **kwargs):
+    def wrapper(*args, context: Any = None, idempotency_key: str | None = None, **kwargs):
         conn = _open(context)
         try:
-            return fn(conn, *args, **kwargs)
+            if idempotency_key:
+                row = conn.execute("SELECT result FROM idempotency_keys WHERE key=?", (idempotency_key,)).fetchone()
+                if row is not None:
+                    return json.loads(row[0])  # done before under this key: its result, nothing changes
+            result = fn(conn, *args, **kwargs)
+            if conn.in_transaction:  # the tool wrote: record the key with the write, atomically
+                if idempotency_key:
+                    conn.execute("INSERT INTO idempotency_keys (key, tool, result) VALUES (?,?,?)",
+                                 (idempotency_key, fn.__name__, json.dumps(result, default=str)))
+                conn.execute("COMMIT")
+            return result
+        except sqlite3.IntegrityError:
+            # Another process committed the same key between our lookup and our write: its result stands.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            row = conn.execute("SELECT result FROM idempotency_keys WHERE key=?", (idempotency_key,)).fetchone() \
+                if idempotency_key else None
+            if row is None:
+                raise
+            return json.loads(row[0])
         except _Invalid as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -55,10 +81,12 @@ def _tool(fn):
         finally:
             conn.close()
 
-    # The public signature is the API's parameters plus ``context`` (bindings inspect it).
+    # The public signature is the API's parameters plus ``context`` and ``idempotency_key`` (bindings
+    # inspect it to decide what to pass).
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())[1:]
     params.append(inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, default=None))
+    params.append(inspect.Parameter("idempotency_key", inspect.Parameter.KEYWORD_ONLY, default=None))
     wrapper.__signature__ = sig.replace(parameters=params)
     del wrapper.__wrapped__
     return wrapper
@@ -76,12 +104,9 @@ def _open(context: Any) -> sqlite3.Connection:
 
 
 def _write(conn: sqlite3.Connection) -> None:
-    # Take the write lock before reading, so check-then-write is atomic across processes.
+    # Take the write lock before reading, so check-then-write is atomic across processes.  ``@_tool``
+    # commits when the tool returns (with its idempotency record).
     conn.execute("BEGIN IMMEDIATE")
-
-
-def _commit(conn: sqlite3.Connection) -> None:
-    conn.execute("COMMIT")
 
 
 # --- parsing and lookups -------------------------------------------------------------------------
@@ -267,7 +292,6 @@ def book_table(conn, restaurant: str, party_size: int, date: str, time: str, gue
         raise _Invalid(f"no table for {party} is free at {rest['name']} on {day} at {t} (free times: {alt})")
     cur = conn.execute("INSERT INTO bookings (restaurant_id, table_id, date, time, party_size, guest_name) "
                        "VALUES (?,?,?,?,?,?)", (rest["id"], table, day, t, party, str(guest_name).strip()))
-    _commit(conn)
     return {"booking_id": f"B-{cur.lastrowid}", "booked_for": _when(day, t)}
 
 
@@ -310,7 +334,6 @@ def reschedule_booking(conn, booking_id: str, new_date: str, new_time: str) -> d
     if table is None:
         raise _Invalid(f"{rest['name']} has no free table for {party} on {day} at {t}")
     conn.execute("UPDATE bookings SET date=?, time=?, table_id=? WHERE id=?", (day, t, table, b["id"]))
-    _commit(conn)
     return {"booked_for": _when(day, t)}
 
 
@@ -321,7 +344,6 @@ def cancel_booking(conn, booking_id: str) -> dict:
     if b["status"] == "cancelled":
         raise _Invalid(f"booking B-{b['id']} is already cancelled")
     conn.execute("UPDATE bookings SET status='cancelled' WHERE id=?", (b["id"],))
-    _commit(conn)
     return {"cancelled": True}
 
 
@@ -366,7 +388,6 @@ def cancel_order(conn, order_id: str, email: str, reason: str) -> dict:
                  (str(reason), amount, o["id"]))
     conn.execute("INSERT INTO refunds (order_id, amount, reason, created_on) VALUES (?,?,?,?)",
                  (o["id"], amount, "order_cancelled", desk_today().isoformat()))
-    _commit(conn)
     return {"refund_amount": amount}
 
 
@@ -421,7 +442,6 @@ def create_return(conn, order_id: str, email: str, item: str, reason: str) -> di
                        (o["id"], it["id"], str(reason), desk_today().isoformat()))
     conn.execute("UPDATE order_items SET returned=1 WHERE id=?", (it["id"],))
     conn.execute("UPDATE orders SET status='return_requested' WHERE id=?", (o["id"],))
-    _commit(conn)
     return {"return_id": f"R-{cur.lastrowid + 3000}", "refund_estimate": it["price"]}
 
 
@@ -478,7 +498,6 @@ def refund_order(conn, order_id: str, email: str, reason: str) -> dict:
         conn.execute("UPDATE orders SET refunded=refunded+?, status='refunded' WHERE id=?", (amount, o["id"]))
     cur = conn.execute("INSERT INTO refunds (order_id, amount, reason, created_on) VALUES (?,?,?,?)",
                        (o["id"], amount, str(reason), desk_today().isoformat()))
-    _commit(conn)
     return {"refund_id": f"RF-{cur.lastrowid + 8000}", "amount_refunded": amount}
 
 
@@ -498,7 +517,6 @@ def _issue_token(conn, customer_id: str) -> str:
     # Deterministic per database state, so replayed sessions see the same tokens.
     token = "AUTH-" + hashlib.sha256(f"{customer_id}:{n}".encode()).hexdigest()[:12].upper()
     conn.execute("INSERT INTO auth_tokens VALUES (?,?,?)", (token, customer_id, desk_today().isoformat()))
-    _commit(conn)
     return token
 
 
@@ -571,7 +589,6 @@ def transfer_funds(conn, auth_token: str, from_account: str, amount: float) -> d
     conn.execute("UPDATE accounts SET balance=balance+? WHERE id=?", (value, dst["id"]))
     cur = conn.execute("INSERT INTO transfers (customer_id, from_type, to_type, amount, made_on) VALUES (?,?,?,?,?)",
                        (customer["id"], src["type"], dst["type"], value, desk_today().isoformat()))
-    _commit(conn)
     return {"transfer_id": f"T-{cur.lastrowid + 40000}", "new_balance": round(src["balance"] - value, 2)}
 
 
@@ -592,7 +609,6 @@ def send_reset_link(conn, auth_token: str, channel: str) -> dict:
     _write(conn)
     conn.execute("INSERT INTO password_resets (customer_id, channel, sent_to, sent_on) VALUES (?,?,?,?)",
                  (c["id"], channel, sent_to, desk_today().isoformat()))
-    _commit(conn)
     return {"sent_to": sent_to, "expires_in_minutes": 30}
 
 
@@ -606,7 +622,6 @@ def update_address(conn, auth_token: str, new_address: str) -> dict:
     conn.execute("UPDATE customers SET address=? WHERE id=?", (addr, c["id"]))
     shipping = conn.execute("SELECT COUNT(*) FROM cards WHERE customer_id=? AND status='shipping'",
                             (c["id"],)).fetchone()[0]
-    _commit(conn)
     return {"previous_address": c["address"], "cards_in_transit": shipping > 0}
 
 
@@ -635,7 +650,6 @@ def block_card(conn, auth_token: str, card_last4: str, reason: str) -> dict:
     if card["status"] == "blocked":
         raise _Invalid(f"the card ending in {card['last4']} is already blocked")
     conn.execute("UPDATE cards SET status='blocked', block_reason=? WHERE id=?", (str(reason), card["id"]))
-    _commit(conn)
     return {"blocked": True, "replacement_eta": _replacement_eta()}
 
 
@@ -673,7 +687,6 @@ def open_fraud_case(conn, auth_token: str, card_last4: str, transaction_ids: str
     cur = conn.execute("INSERT INTO fraud_cases (customer_id, card_id, transaction_ids, amount, opened_on) "
                        "VALUES (?,?,?,?,?)", (customer["id"], card["id"], ",".join(wanted), amount,
                                              desk_today().isoformat()))
-    _commit(conn)
     return {"case_id": f"FC-{cur.lastrowid + 600}", "disputed_amount": amount, "replacement_eta": _replacement_eta()}
 
 
@@ -742,6 +755,5 @@ def book_room(conn, hotel: str, room_type: str, check_in: str, nights: int, gues
         raise _Invalid(f"{h['name']} has no {rt} room free for {n} night(s) from {day}")
     cur = conn.execute("INSERT INTO hotel_reservations (hotel_id, room_type, check_in, nights, guest_name) "
                        "VALUES (?,?,?,?,?)", (h["id"], rt, day, n, str(guest_name).strip()))
-    _commit(conn)
     end = (date.fromisoformat(day) + timedelta(days=n)).isoformat()
     return {"reservation_id": f"H-{cur.lastrowid}", "stay_dates": f"{_when(day)} to {_when(end)}"}
