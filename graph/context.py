@@ -79,7 +79,7 @@ class Context:
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
-    executor_policy: str = field(default="interpreter", metadata={"description": (
+    executor_policy: str = field(default="interpreter", metadata={"kind": "executor_policy", "description": (
         "Offline executor policy: interpreter (default) | learned:PATH (a ranker from `flowdesk train executor`; "
         "`learned:` alone = the bundled dialogue/execution/models/executor_policy.json) | auto (the bundled "
         "model when present). The learned ranker stays opt-in: it lowered the demo-desk compliance success "
@@ -241,6 +241,8 @@ def _coerce(f, value: Any, source: str = "") -> Any:
             raise fail(f"{shown} is not an http(s):// URL")
         if parts.password:
             raise fail("must not hold a password; give credentials through an *_api_key_env variable")
+    if kind == "executor_policy" and value not in ("interpreter", "auto") and not value.startswith("learned:"):
+        raise fail(f"{shown} is not 'interpreter', 'auto' or 'learned:PATH'")
     if kind == "env_name" and value and not _ENV_NAME.match(value):
         # Never echo it: someone may have pasted the key itself here.
         raise fail("must be the NAME of an environment variable (letters, digits, _), not the key itself")
