@@ -19,5 +19,12 @@ app.command("extraction")(extraction_command)
 
 train_app = typer.Typer(help="Fit learned parts from dataset logs; each writes a model file to --out.",
                         no_args_is_help=True)
+
+
+@train_app.callback()
+def _train() -> None:
+    """Fit learned parts from dataset logs (a group even with one command: ``flowdesk train executor``)."""
+
+
 from .train_executor import train_command  # noqa: E402
 train_app.command("executor")(train_command)
