@@ -11,7 +11,7 @@ export LANGGRAPH_NO_VERSION_CHECK := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test test-fast test-faults index evals bench clean
+.PHONY: install run test test-fast test-faults index evals bench clean executor-model
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -39,6 +39,10 @@ test-faults: $(STAMP)
 
 index: $(STAMP)
 	$(BIN)/flowdesk index workflows/library
+
+# The learned executor policy bundled in dialogue/execution/models/ (committed; weights only, no dialogue text).
+executor-model: $(STAMP)
+	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --out dialogue/execution/models/executor_policy.json
 
 # Every evaluation in reports/ (about 30 minutes on 2 cores).
 evals: $(STAMP)

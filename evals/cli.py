@@ -1,4 +1,5 @@
-"""``flowdesk eval ...``: evaluation runners (switch, next-action, compliance)."""
+"""``flowdesk eval ...``: evaluation runners (switch, next-action, compliance, extraction); ``flowdesk train
+...``: fitting the learned parts from dataset logs (executor)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,15 @@ from .next_action import next_action_command  # noqa: E402
 app.command("next-action")(next_action_command)
 from .extraction import extraction_command  # noqa: E402
 app.command("extraction")(extraction_command)
+
+train_app = typer.Typer(help="Fit learned parts from dataset logs; each writes a model file to --out.",
+                        no_args_is_help=True)
+
+
+@train_app.callback()
+def _train() -> None:
+    """Fit learned parts from dataset logs (a group even with one command: ``flowdesk train executor``)."""
+
+
+from .train_executor import train_command  # noqa: E402
+train_app.command("executor")(train_command)

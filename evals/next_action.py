@@ -17,7 +17,6 @@ tuning.  Baseline: always the task's most frequent wizard label in the train spl
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -25,12 +24,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from evals.datasets.star_actions import label_of, query_slots, replay
 from evals.report import Report
 # The STAR dialogue facts (splits, query names, constraint values) have one owner, shared with extraction.
 from workflows.extraction.star import SPLITS, iter_dialogues, query_label, star_dir  # noqa: F401
-from workflows.extraction.star import constraints as _constraints
 from workflows.extraction.star import literal as _literal  # noqa: F401
 
 # Fixed up front (one per domain family, mixed sizes); never used for tuning.
@@ -53,139 +51,29 @@ class Turn(dict):
     """One scored wizard action: gold, pred, baseline, task, dialogue, gold_slots, pred_slots."""
 
 
-def _answer_name(wf, label: str) -> str:
-    from workflows.importers.star import star_label_to_answer
-
-    name = star_label_to_answer(label)
-    return star_label_to_answer("L_" + label) if wf.api(name) is not None else name
-
-
-def _label_of(proposal: dict) -> str:
-    from workflows.importers.star import answer_to_star_label
-
-    if proposal.get("kind") == "tool":
-        return query_label(proposal.get("args") or {})
-    name = proposal.get("name") or ""
-    return answer_to_star_label(name[2:] if name.startswith("L_L_") else name) if name.startswith("L_") else name
-
-
-def evaluate_dialogue(d: dict, library, predict: bool = True) -> list[Turn]:
-    """Gold-history replay of one dialogue; a prediction at every labelled wizard action.  The user's
-    messages are read into the frame by ``dialogue.turn.read_turn`` and the prediction is the offline
-    executor's ``decide`` — the code the graph's ``apply_commands`` and ``executor`` nodes run."""
-    from dialogue.execution.interpreter import Interpreter
+def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None) -> list[Turn]:
+    """Gold-history replay of one dialogue (``evals.datasets.star_actions.replay``: the user's messages
+    read into the frame by ``dialogue.turn.read_turn``); a prediction at every labelled wizard action by
+    the offline executor's ``decide`` — the code the graph's ``apply_commands`` and ``executor`` nodes
+    run — and, given a learned ``policy``, its choice from the same state (the executor node's hook)."""
     from dialogue.execution.policy_offline import decide
-    from dialogue.frames import Frame, new_frame
-    from dialogue.turn import make_env, read_turn
-    from dialogue.understanding.navigation import reading_of
 
-    interps: dict[str, Interpreter] = {}
-
-    def interp_of(name: str) -> Interpreter:
-        if name not in interps:
-            interps[name] = Interpreter(library.workflows[name])
-        return interps[name]
-
-    env = make_env(0, library.workflows, _LazyInterps(interp_of))
-    caps = [c["Task"] for c in d["Scenario"].get("WizardCapabilities") or []]
-    active = caps[0] if len(caps) == 1 else None
-    frames: dict[str, Frame] = {}
-    messages: list = []
     turns: list[Turn] = []
-    last_user = ""
-    reading: dict = {}
-
-    def frame_of(name: str) -> Frame:
-        if name not in frames:
-            frames[name] = new_frame(name, 0)
-        return frames[name]
-
-    def read(name: str) -> None:
-        wf = library.workflows[name]
-        stack, _ = read_turn([frame_of(name)], wf, interp_of(name), reading, set(), env)
-        frames[name] = stack[-1]
-
-    for i, e in enumerate(d["Events"]):
-        agent, action = e.get("Agent"), e.get("Action")
-        wf = library.workflows.get(active) if active else None
-        if agent == "User" and action == "utter":
-            last_user = e.get("Text") or ""
-            reading = reading_of(last_user)
-            messages.append(HumanMessage(last_user))
-            if wf is not None:
-                read(active)
-            continue
-        if agent == "Wizard" and action == "select_task":
-            active = e.get("Task")
-            if active in library.workflows and last_user:  # the new task reads the user's latest message too
-                read(active)
-            continue
-        if agent == "KnowledgeBase":
-            if wf is not None and e.get("APIName") == (wf.apis[0].name if wf.apis else None):
-                f = frame_of(active)
-                item = e.get("Item") or {}
-                data = {k: v for k, v in item.items() if k != "APIName"}
-                calls = list(f.get("calls") or [])
-                if calls:
-                    calls[-1] = {**calls[-1], "status": "ok" if data else "error"}
-                # a failed query still happened: it stays executed (the flowchart branches on it)
-                frames[active] = Frame(**{**f, "calls": calls, "results": {**(f.get("results") or {}), **data}})
-                messages.append(ToolMessage(json.dumps(data or {"error": "nothing found"}), tool_call_id=f"q{i}"))
-            continue
-        if agent != "Wizard":
-            continue
-        label = e.get("ActionLabel") if action in ("pick_suggestion", "utter") else None
-        is_query = action == "query"
-        if not (label and label != "custom") and not is_query:
-            if action == "utter" and e.get("Text"):
-                messages.append(AIMessage(e["Text"]))
-            continue
-        if wf is None:
-            continue
-        f = frame_of(active)
-        if is_query:
-            args = _constraints(e)
-            gold = query_label(args)
-            gold_slots = sorted(k for k in args if k != "RequestType")
-        else:
-            gold, gold_slots = label, []
+    for s in replay(d, library):
+        t = Turn(gold=s.gold, pred="", task=s.task, dialogue=s.dialogue, gold_slots=s.gold_slots, pred_slots=[])
         if predict:
-            proposal = decide(wf, interp_of(active), f, reading, messages, [])
-            pred = _label_of(proposal)
-            pred_slots = sorted(k for k in (proposal.get("args") or {}) if k != "RequestType") \
-                if proposal.get("kind") == "tool" else []
-        else:
-            pred, pred_slots = "", []
-        turns.append(Turn(gold=gold, pred=pred, task=active, dialogue=d["DialogueID"], gold_slots=gold_slots,
-                          pred_slots=pred_slots))
-        # apply the gold action to the history
-        if is_query:
-            api = e.get("APIName")
-            slots = {**(f.get("slots") or {}), **{k: v for k, v in args.items()
-                                                  if wf.slot(k) is not None and v not in (None, "") and k != "RequestType"}}
-            frames[active] = Frame(**{**f, "executed": [*(f.get("executed") or []), api], "slots": slots,
-                                      "calls": [*(f.get("calls") or []), {"api": api, "args": args, "status": "ok"}]})
-            messages.append(AIMessage("", tool_calls=[{"name": api, "args": args, "id": f"q{i}", "type": "tool_call"}]))
-        else:
-            name = _answer_name(wf, label)
-            asked = [s for s in interp_of(active).implied_targets(name) if not (f.get("slots") or {}).get(s)]
-            frames[active] = Frame(**{**f, "executed": [*(f.get("executed") or []), name], "asked": asked})
-            messages.append(AIMessage(e.get("Text") or ""))
+            t0 = time.perf_counter()
+            proposal = decide(s.wf, s.interp, s.frame, s.reading, s.messages, [])
+            t["cost"] = time.perf_counter() - t0
+            t["pred"], t["pred_slots"] = label_of(proposal), query_slots(proposal)
+            if policy is not None:
+                t0 = time.perf_counter()
+                chosen, vetoed = policy.choice(s.wf, s.interp, s.frame, s.reading, s.messages, proposal, [])
+                t["learned_cost"] = t["cost"] + time.perf_counter() - t0
+                t["learned"], t["learned_slots"] = label_of(chosen), query_slots(chosen)
+                t["vetoed"] = vetoed
+        turns.append(t)
     return turns
-
-
-class _LazyInterps(dict):
-    """A mapping that builds an interpreter on first access (a replay touches few of the library's)."""
-
-    def __init__(self, build):
-        super().__init__()
-        self._build = build
-
-    def get(self, key, default=None):
-        try:
-            return self._build(key)
-        except KeyError:
-            return default
 
 
 def prf(gold: list[str], pred: list[str]) -> dict[str, float]:
@@ -220,21 +108,41 @@ def majority_labels(path: Path, library, limit: int = 0) -> dict[str, str]:
 
 
 _LIB = None
+_POLICY = None
 
 
-def _init_worker(library_dir: str) -> None:
-    global _LIB
+def _init_worker(library_dir: str, policy_spec: str = "") -> None:
+    global _LIB, _POLICY
+    from dialogue.execution.policy_learned import load_policy
     from workflows.library import load_library
 
     _LIB = load_library(library_dir)
+    _POLICY = load_policy(policy_spec) if policy_spec else None
 
 
 def _worker(d: dict) -> list[Turn]:
-    return evaluate_dialogue(d, _LIB)
+    return evaluate_dialogue(d, _LIB, policy=_POLICY)
+
+
+def text_classifier_labels(path: Path, library, dev_dialogues: list[dict], limit: int = 0) -> list[str]:
+    """The plain text classifier (``evals.text_baseline``) fitted on the train split's replayed steps and
+    applied to ``dev_dialogues``' steps, in replay order (the same turns the executors are scored on)."""
+    from evals.text_baseline import TextClassifier, text_inputs
+
+    xs, ys = [], []
+    for d in iter_dialogues(path, "train", limit):
+        for s in replay(d, library):
+            xs.append(text_inputs(s))
+            ys.append(s.gold)
+    clf = TextClassifier().fit(xs, ys)
+    return clf.predict([text_inputs(s) for d in dev_dialogues for s in replay(d, library)])
 
 
 def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None = None,
-        workers: int = 2) -> dict[str, Any]:
+        workers: int = 2, policy: str = "", text: bool = False) -> dict[str, Any]:
+    """The interpreter's (``offline``) and the majority baseline's scores; with ``policy`` (``auto`` or
+    ``learned:PATH``) the learned policy's beside them (``learned``), with ``text`` the text classifier's."""
+    from dialogue.execution.policy_learned import load_policy
     from workflows.importers.star import import_star
     from workflows.library import load_library
 
@@ -243,36 +151,54 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
         library_dir = Path(tempfile.mkdtemp(prefix="flowdesk-star-"))
         import_star(root, library_dir)
     library = load_library(library_dir)
+    learned = load_policy(policy) if policy else None  # a clear error before any work
     t0 = time.perf_counter()
     turns: list[Turn] = []
     dialogues = list(iter_dialogues(root / "dialogues.jsonl.gz", split, limit))
     if workers > 1 and len(dialogues) > 50:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(str(library_dir),)) as pool:
+        with mp.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(str(library_dir), policy)) as pool:
             for part in pool.imap(_worker, dialogues, chunksize=20):
                 turns.extend(part)
     else:
         for d in dialogues:
-            turns.extend(evaluate_dialogue(d, library))
+            turns.extend(evaluate_dialogue(d, library, policy=learned))
+    if text:
+        for t, label in zip(turns, text_classifier_labels(root / "dialogues.jsonl.gz", library, dialogues, limit)):
+            t["text"] = label
     dialogues = len(dialogues)
     elapsed = time.perf_counter() - t0
     majority = majority_labels(root / "dialogues.jsonl.gz", library, limit)
     for t in turns:
         t["baseline"] = majority.get(t["task"], "hello")
 
+    def slots_exact(sel: list[Turn], key: str) -> float:
+        queries = [t for t in sel if t["gold"].startswith("query") and t[key] == t["gold"]]
+        return (sum(t["gold_slots"] == t[f"{key}_slots"] for t in queries) / len(queries)) if queries else float("nan")
+
     def block(sel: list[Turn]) -> dict[str, Any]:
-        queries = [t for t in sel if t["gold"].startswith("query") and t["pred"] == t["gold"]]
-        return {"offline": prf([t["gold"] for t in sel], [t["pred"] for t in sel]),
-                "baseline": prf([t["gold"] for t in sel], [t["baseline"] for t in sel]),
-                "query_slots_exact": (sum(t["gold_slots"] == t["pred_slots"] for t in queries) / len(queries))
-                if queries else float("nan")}
+        out = {"offline": prf([t["gold"] for t in sel], [t["pred"] for t in sel]),
+               "baseline": prf([t["gold"] for t in sel], [t["baseline"] for t in sel]),
+               "query_slots_exact": slots_exact(sel, "pred")}
+        if learned is not None:
+            out["learned"] = prf([t["gold"] for t in sel], [t["learned"] for t in sel])
+            out["learned_query_slots_exact"] = slots_exact(sel, "learned")
+            # better-ranked learned choices the controllers' proposal checks turned down
+            out["learned_vetoed_share"] = (sum(t["vetoed"] > 0 for t in sel) / len(sel)) if sel else float("nan")
+        if text:
+            out["text"] = prf([t["gold"] for t in sel], [t["text"] for t in sel])
+        return out
 
     tasks = sorted({t["task"] for t in turns})
     confusions = Counter((t["gold"], t["pred"]) for t in turns if t["gold"] != t["pred"]
                          and t["task"] not in ZERO_SHOT_TASKS)
+    costs = {k: sum(t.get(k, 0.0) for t in turns) / len(turns) if turns else 0.0 for k in ("cost", "learned_cost")}
     return {
         "split": split, "dialogues": dialogues, "turns": len(turns), "seconds": round(elapsed, 1),
+        "policy": policy or "interpreter", "text_classifier": text,
+        "ms_per_turn": {"interpreter": round(1000 * costs["cost"], 3),
+                        **({"learned": round(1000 * costs["learned_cost"], 3)} if learned is not None else {})},
         "overall": block(turns),
         "seen": block([t for t in turns if t["task"] not in ZERO_SHOT_TASKS]),
         "zero_shot": block([t for t in turns if t["task"] in ZERO_SHOT_TASKS]),
@@ -290,7 +216,13 @@ def summary_of(metrics: dict[str, Any]) -> dict[str, float]:
             "macro_f1": o["offline"]["macro_f1"], "baseline_weighted_f1": o["baseline"]["weighted_f1"],
             "baseline_accuracy": o["baseline"]["accuracy"],
             "seen_weighted_f1": metrics["seen"]["offline"]["weighted_f1"],
-            "zero_shot_weighted_f1": metrics["zero_shot"]["offline"]["weighted_f1"], "turns": metrics["turns"]}
+            "zero_shot_weighted_f1": metrics["zero_shot"]["offline"]["weighted_f1"], "turns": metrics["turns"],
+            # the other policies beside the interpreter, when they were evaluated
+            **{f"{k}_{part}weighted_f1": metrics[p][k]["weighted_f1"]
+               for k in ("learned", "text") if k in o
+               for part, p in (("", "overall"), ("seen_", "seen"), ("zero_shot_", "zero_shot"))},
+            **({"learned_vetoed_share": o["learned_vetoed_share"],
+                "learned_query_slots_exact": o["learned_query_slots_exact"]} if "learned" in o else {})}
 
 
 def write_report(metrics: dict[str, Any], out: Path) -> Path:
@@ -305,10 +237,19 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         + ", ".join(metrics["zero_shot_tasks"]) + ".")
     rows = []
     for part in ("overall", "seen", "zero_shot"):
-        for policy in ("offline", "baseline"):
+        for policy in ("offline", "learned", "text", "baseline"):
+            if policy not in metrics[part]:
+                continue
             m = metrics[part][policy]
             rows.append([part, policy, m["n"], m["accuracy"], m["macro_f1"], m["weighted_f1"]])
     rep.table("Summary", ["tasks", "policy", "turns", "accuracy", "macro F1", "weighted F1"], rows)
+    if "learned" in metrics["overall"]:
+        o = metrics["overall"]
+        rep.text(f"`learned`: the learned executor policy ({metrics['policy']}) choosing from the same states; "
+                 f"share of turns where the controllers' proposal checks vetoed a better-ranked choice "
+                 f"{o['learned_vetoed_share']:.3f}; query slots exact {o['learned_query_slots_exact']:.3f}; "
+                 f"ms per turn {metrics['ms_per_turn']} (interpreter vs interpreter + ranker). `text`: the plain "
+                 "text classifier (evals/text_baseline.py, fitted on the train split), when evaluated.")
     rep.table("Per task", ["task", "zero-shot", "turns", "accuracy", "macro F1", "weighted F1", "baseline wF1",
                            "query slots exact"],
               [[t, "yes" if t in ZERO_SHOT_TASKS else "", b["offline"]["n"], b["offline"]["accuracy"],
@@ -343,6 +284,10 @@ def next_action_command(
     split: str = typer.Option("dev", "--split", help="train | dev | all (DialogueID % 5: train 1,2; dev 3,4)."),
     out: Path = typer.Option(Path("reports/next-action-star"), "--out", help="Report directory."),
     limit: int = typer.Option(0, "--limit", help="At most this many dialogues (0 = all)."),
+    model: str = typer.Option("", "--model", help="Also score a learned executor policy: auto (the bundled model) "
+                                                  "or learned:PATH (from `flowdesk train executor`)."),
+    text: bool = typer.Option(False, "--text/--no-text", help="Also score the plain text classifier baseline "
+                                                              "(fitted on the train split)."),
 ) -> None:
     """Turn-level next-action prediction of the offline PDL executor on STAR."""
     if dataset != "star":
@@ -352,7 +297,12 @@ def next_action_command(
     data = data or default_data_dir()
     if not (star_dir(data) / "dialogues.jsonl.gz").exists():
         raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
-    metrics = run(data, split, limit)
+    from dialogue.execution.policy_learned import PolicyError
+
+    try:
+        metrics = run(data, split, limit, policy=model, text=text)
+    except PolicyError as e:
+        raise typer.BadParameter(str(e), param_hint="--model") from None
     path = write_report(metrics, out)
     o = metrics["overall"]["offline"]
     typer.echo(f"{path}: {metrics['turns']} turns; accuracy {o['accuracy']:.3f}, macro F1 {o['macro_f1']:.3f}, "

@@ -83,6 +83,12 @@ class Context:
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
+    executor_policy: str = field(default="interpreter", metadata={"kind": "executor_policy", "description": (
+        "Offline executor policy: interpreter (default) | learned:PATH (a ranker from `flowdesk train executor`; "
+        "`learned:` alone = the bundled dialogue/execution/models/executor_policy.json) | auto (the bundled "
+        "model when present). The learned ranker stays opt-in: it lowered the demo-desk compliance success "
+        "from 0.945 to 0.898 (0 invalid actions either way), so it is not the default until it beats the "
+        "interpreter there.")})
     inducer_model: str = field(default="offline", metadata={"description": "Workflow inducer: offline | provider:model."})
     extractor_model: str = field(default="offline", metadata={"description": "Slot extractor: offline | provider:model."})
     user_simulator_model: str = field(default="offline", metadata={
@@ -170,7 +176,7 @@ class Context:
 
 
 # Fields an operator owns: a client of the served graph cannot change them (see client_context).
-SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "chroma_url", "base_url", "api_key_env",
+SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "executor_policy", "chroma_url", "base_url", "api_key_env",
                *(f"{r}_base_url" for r in ROLES), *(f"{r}_api_key_env" for r in ROLES))
 _HINTS = typing.get_type_hints(Context)
 _FIELDS = {f.name: f for f in fields(Context)}
@@ -246,6 +252,8 @@ def _coerce(f, value: Any, source: str = "") -> Any:
             raise fail(f"{shown} is not a file path, a postgres:// URL or memory:<name>")
         if not value.startswith("memory:") and os.path.isdir(value):
             raise fail(f"{shown} is a directory; give a .sqlite file path")
+    if kind == "executor_policy" and value not in ("interpreter", "auto") and not value.startswith("learned:"):
+        raise fail(f"{shown} is not 'interpreter', 'auto' or 'learned:PATH'")
     if kind == "env_name" and value and not _ENV_NAME.match(value):
         # Never echo it: someone may have pasted the key itself here.
         raise fail("must be the NAME of an environment variable (letters, digits, _), not the key itself")

@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.execution import policy_llm
+from dialogue.execution.policy_learned import load_policy
 from dialogue.execution.policy_offline import decide, next_proposal, same
 from dialogue.execution.replies import answer_text
 from dialogue.frames import fingerprint, top
@@ -118,4 +119,12 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         proposal = policy_llm.propose(model, wf, messages, frame, guidance, violations, suggestion)
         if proposal is not None and not any(same(proposal, r) for r in rejected):
             return {"proposal": proposal}
-    return {"proposal": decide(wf, interp, frame, reading, messages, rejected)}
+    proposal = decide(wf, interp, frame, reading, messages, rejected)
+    # --- learned-policy hook (dialogue/execution/policy_learned.py; Context.executor_policy): a trained
+    # ranker re-orders the actions the workflow allows now, the interpreter's proposal among them; this
+    # turn's rejections stay out and the post-controller still checks the result.  Default: no policy.
+    policy = load_policy(ctx.executor_policy)
+    if policy is not None:
+        proposal = policy.choose(wf, interp, frame, reading, messages, proposal, rejected)
+    # --- end of the learned-policy hook
+    return {"proposal": proposal}

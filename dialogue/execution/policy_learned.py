@@ -1,0 +1,548 @@
+"""The learned offline executor policy: a ranker, trained on conversation logs, that re-ranks the
+actions the workflow allows now.  This module owns the candidate generator, the features, the model
+file format and loading, and the one hook the executor node calls (``LearnedPolicy.choose``, after ``policy_offline.decide``).
+
+Candidates (``candidates``): the rules' own proposal (the interpreter plus the executor's reply
+rules), the interpreter's procedure-next node, every ANSWER of the workflow, every API call site of
+the procedure whose preconditions ran (one per fixed-argument variant, ``# query_check: RequestType =
+Check``), a question for the slots the next API still misses, and the out-of-workflow reply.
+
+Features are relative to the workflow and name no task or service, so a model carries to workflows it
+never saw: is this the interpreter's next node / the rules' choice; how far the node stands after the
+last executed one in the procedure; did it run before and how long ago; does it ask for a slot still
+missing, one the user just gave, one pending; did the last API call just return, with something or
+nothing; turns since the last question; how many of an API's parameters are filled and did any change
+since its last call; the words of the node's name that several workflows share (``ask``, ``inform``,
+``nothing_found``, ``bye``; words of the workflow's own name are dropped) and those of the previous
+node ("what agents do after this kind of node"); the overlap of the user's last message with the
+node's own template.  The model is a LightGBM ranker (``evals/train_executor.py`` fits it; ``flowdesk train executor``).
+
+Guarantees: the ranker only orders candidates.  Its choice skips proposals the post-controller already
+rejected this turn and those the controllers' proposal checks (``PROPOSAL_CHECKS``) turn down, and the
+graph's ``post_controller`` still checks every proposal before a tool or the user sees it; when no
+policy is configured (``Context.executor_policy = "interpreter"``, the default) the interpreter
+decides alone.
+
+State: the active frame (``dialogue.frames.Frame``: executed, slots, results, calls, asked) and the
+turn's reading (``yesno``, ``info_missing``) — the same inputs as ``policy_offline.decide``.
+
+Model file (JSON, ``PolicyFile``): format version, the feature names (base features then token
+features), training provenance (counts only, never dialogue text) and the LightGBM model string.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel, Field, ValidationError
+
+from workflows.pdl import TEMPLATE_VAR, Workflow
+from workflows.semantics import values_view
+from workflows.text import content_words, last_user_text, message_text, stemmed
+
+from ..frames import Frame, scope_of
+from .interpreter import Interpreter, NextAction, fixed_args
+from .policy_offline import CLOSING_USER, GOODBYE, GREETING_ONLY, same
+from .replies import OOW, new_call_id, proposal_for, question_for
+
+FORMAT_VERSION = 1
+DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "executor_policy.json"
+KINDS = ("api", "answer", "request", "oow")
+TOKEN_PREFIXES = ("tok=", "prev=", "gen=")
+
+# Base features, in order (token features follow in the model file's list).
+BASE_FEATURES = [
+    # the candidate
+    *(f"kind_{k}" for k in KINDS), "is_rules", "is_interp_next", "interp_next_kind_same",
+    "n_run", "last_is_this", "prev2_is_this", "since_this",
+    "has_question", "n_vars", "vars_filled", "vars_from_results", "template_words", "precond_ok", "n_precond",
+    "n_targets", "n_missing_targets", "target_just_given", "target_pending", "targets_filled",
+    "line_rel", "dist_last", "after_last", "next_rank", "dist_interp", "in_procedure",
+    "params_filled", "req_missing", "api_calls", "variant_calls", "new_info", "args_same_as_last",
+    "variant_index", "variant_status", "last_call_this_variant", "last_call_other_variant_ok",
+    "sim_user_template", "sim_user_name", "sim_prev_template", "prev_words_shared",
+    # the turn (the same for every candidate: the ranker crosses them with the candidate's)
+    "n_exec", "n_user", "since_user", "last_msg_tool", "api_just_ran", "last_api_ok", "n_api_calls",
+    "since_api", "since_ask", "user_question", "user_yes", "user_no", "user_info_missing", "user_closing",
+    "user_goodbye", "user_greeting", "user_words", "slots_filled", "n_candidates", "n_results",
+]
+
+# What the user's message (and the node before) says about the kind of action due next: a logistic
+# model over the message's words predicts which shared name words (``ask``, ``bye``, ``__api__``...) the
+# wizard's next action has; a candidate scores by the probabilities of its own words.
+INTENT_FEATURES = ["intent_max", "intent_mean", "intent_min", "intent_gen", "intent_n"]
+
+
+class IntentModel(BaseModel):
+    """One-vs-rest logistic regressions: binary input features -> shared name words of the next action."""
+
+    inputs: list[str] = Field(description="input features: w=<word> of the user's message, prev=<token>, ctx=...")
+    targets: list[str] = Field(description="token features of candidates (tok=..., gen=...)")
+    coef: list[list[float]] = Field(description="targets x inputs weights")
+    bias: list[float]
+
+    def probabilities(self, inputs: list[str]):
+        import numpy as np
+
+        cache = self.__dict__.setdefault("_cache", {})
+        if "W" not in cache:
+            cache["W"] = np.asarray(self.coef, dtype=np.float32).T  # inputs x targets
+            cache["b"] = np.asarray(self.bias, dtype=np.float32)
+            cache["col"] = {n: i for i, n in enumerate(self.inputs)}
+        idx = [cache["col"][x] for x in dict.fromkeys(inputs) if x in cache["col"]]
+        z = cache["b"] + (cache["W"][idx].sum(axis=0) if idx else 0.0)
+        return dict(zip(self.targets, (1.0 / (1.0 + np.exp(-z))).tolist()))
+
+
+class PolicyFile(BaseModel):
+    """The model file written by ``flowdesk train executor``."""
+
+    format: int = Field(description="FORMAT_VERSION of the writer")
+    features: list[str] = Field(min_length=1, description="columns: BASE_FEATURES, INTENT_FEATURES, token features")
+    booster: str = Field(min_length=1, description="LightGBM model (Booster.model_to_string)")
+    intent: IntentModel | None = Field(default=None, description="the message -> next action words model")
+    trained_on: dict[str, Any] = Field(default_factory=dict, description="provenance: dataset, split, counts")
+
+
+class PolicyError(ValueError):
+    """A model file that cannot be used (names the file and the field)."""
+
+
+# --- per-workflow static view (cached) ---------------------------------------------------------------
+
+def _cwords(text: str) -> set[str]:
+    """Content words with a 4-letter stem (so "rain" meets "raining"), as the model was trained with."""
+    return stemmed(content_words(text))
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[^a-z0-9]+", re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).lower()) if w]
+
+
+@dataclass
+class _Site:
+    """An API call site of the procedure (its fixed arguments make a variant)."""
+
+    name: str
+    args: list[str]
+    fixed: dict[str, str]
+    line: int
+    index: int  # order among the sites of the same API
+
+
+@dataclass
+class _View:
+    n_lines: int
+    lines: dict[str, int]  # node -> first line it is called on
+    sorted_lines: list[int]
+    sites: list[_Site]
+    tokens: dict[str, list[str]]  # answer -> name words shared across workflows (own-name words dropped)
+    targets: dict[str, list[str]]  # answer -> slots it collects
+    words: dict[str, set[str]]  # answer -> content words of its template
+    name_words: dict[str, set[str]]  # answer -> content words of its name and targets' descriptions
+    returns: set[str]
+
+
+_VIEWS: dict[tuple[str, str], _View] = {}
+
+
+def view_of(wf: Workflow, interp: Interpreter) -> _View:
+    key = (wf.name, wf.procedure)
+    if key in _VIEWS:
+        return _VIEWS[key]
+    calls = interp.procedure.calls()
+    lines: dict[str, int] = {}
+    sites: list[_Site] = []
+    seen: dict[str, int] = {}
+    for c in calls:
+        lines.setdefault(c.name, c.line)
+        if c.kind == "API":
+            fixed = fixed_args(c.comment)
+            if not any(s.name == c.name and s.fixed == fixed for s in sites):
+                sites.append(_Site(c.name, list(c.args), fixed, c.line, seen.get(c.name, 0)))
+                seen[c.name] = seen.get(c.name, 0) + 1
+    own = set(_words(wf.name)) | set(_words(wf.domain))
+    targets, tokens, words, name_words = {}, {}, {}, {}
+    for a in wf.answers:
+        found = [t for c in calls if c.kind == "ANSWER" and c.name == a.name for t in c.targets]
+        targets[a.name] = list(dict.fromkeys(found)) or interp.implied_targets(a.name)
+        tokens[a.name] = [w for w in _words(a.name) if w not in own and not w.isdigit()]
+        words[a.name] = _cwords(TEMPLATE_VAR.sub(" ", a.template or ""))
+        descs = " ".join((wf.slot(t).description or t) if wf.slot(t) else t for t in targets[a.name])
+        name_words[a.name] = _cwords(" ".join(tokens[a.name]) + " " + descs)
+    returns = {r for api in wf.apis for r in api.returns}
+    v = _View(max([c.line for c in calls] or [1]), lines, sorted({c.line for c in calls}), sites, tokens, targets,
+              words, name_words, returns)
+    _VIEWS[key] = v
+    return v
+
+
+# --- candidates ----------------------------------------------------------------------------------------
+
+@dataclass
+class Candidate:
+    """One action allowed now; ``build`` makes its proposal (only for the ones that get chosen)."""
+
+    kind: str  # KINDS
+    name: str  # ANSWER / API name (request_information, OOW for the generic ones)
+    fixed: dict = field(default_factory=dict)  # an API variant's fixed arguments
+    args: dict = field(default_factory=dict)  # an API call's arguments
+    missing: list[str] = field(default_factory=list)  # required parameters / target slots not filled
+    site: _Site | None = None
+    proposal: dict | None = None  # set for the rules' own proposal
+    is_rules: bool = False
+    build: Callable[[], dict] | None = None
+
+    def make(self) -> dict:
+        if self.proposal is None:
+            self.proposal = self.build() if self.build else {}
+        return self.proposal
+
+    @property
+    def signature(self) -> tuple:
+        if self.kind == "api":
+            return ("api", self.name, tuple(sorted(self.fixed.items())))
+        return (self.kind, self.name)
+
+
+def _filled(values: dict, name: str) -> bool:
+    v = values.get(name)
+    return v is not None and v != ""
+
+
+def _values(frame: Frame | dict) -> dict:
+    return values_view(frame.get("slots"), frame.get("results"))
+
+
+def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
+               rules: dict) -> tuple[list[Candidate], Any]:
+    """The actions allowed now (rules' proposal first), and the interpreter's next action."""
+    nxt = interp.next_action(frame, reading)
+    values = _values(frame)
+    view = view_of(wf, interp)
+    executed = set(frame.get("executed") or [])
+    out: list[Candidate] = []
+    seen: set[tuple] = set()
+
+    def add(c: Candidate) -> None:
+        if c.signature not in seen:
+            seen.add(c.signature)
+            out.append(c)
+
+    rk = "api" if rules.get("kind") == "tool" else (
+        "oow" if rules.get("name") == OOW else "request" if rules.get("name") == "request_information" else "answer")
+    rfixed = {}
+    if rk == "api":
+        site = next((s for s in view.sites if s.name == rules.get("name")
+                     and all(str((rules.get("args") or {}).get(k)) == v for k, v in s.fixed.items())), None)
+        rfixed = site.fixed if site else {}
+    add(Candidate(rk, rules.get("name") or "", fixed=rfixed, args=dict(rules.get("args") or {}) if rk == "api" else {},
+                  proposal=rules, is_rules=True,
+                  site=next((s for s in view.sites if s.name == rules.get("name") and s.fixed == rfixed), None)))
+    for s in view.sites:
+        api = wf.api(s.name)
+        if api is None or any(p not in executed for p in api.precondition):
+            continue
+        args, missing = interp.call_args(frame, s.name, s.args, s.fixed)
+        add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
+                      build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a, "call_id": new_call_id()}))
+        if missing:
+            slots = [m for m in missing if wf.slot(m)] or missing
+            add(Candidate("request", "request_information", missing=slots,
+                          build=lambda sl=slots: {"kind": "reply", "name": "request_information",
+                                                  "text": question_for(wf, sl), "args": {"slots": sl}}))
+    for a in wf.answers:
+        miss = [t for t in view.targets.get(a.name, []) if not _filled(values, t)]
+        add(Candidate("answer", a.name, missing=miss,
+                      build=lambda n=a.name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
+    add(Candidate("oow", OOW, build=lambda: {"kind": "reply", "name": OOW,
+                                             "text": "I'm sorry, I can't help with that here. Is there anything "
+                                                     "else I can help with?"}))
+    return out, nxt
+
+
+# --- features ------------------------------------------------------------------------------------------
+
+def _sim(a: set[str], b: set[str]) -> float:
+    return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
+
+
+def _since(seq: list[str], pred: Callable[[str], bool]) -> int:
+    for k, node in enumerate(reversed(seq)):
+        if pred(node):
+            return k
+    return -1
+
+
+def _messages_since_user(messages: list[BaseMessage]) -> tuple[int, str, str]:
+    """(wizard messages since the user's last one, type of the last message, the wizard's last words)."""
+    n, last_type, prev_text = 0, "", ""
+    for m in reversed(messages or []):
+        t = getattr(m, "type", "")
+        last_type = last_type or t
+        if t == "human":
+            break
+        n += 1
+        if t == "ai" and not prev_text:
+            prev_text = message_text(m)
+    return n, last_type, prev_text
+
+
+@dataclass
+class TurnFeatures:
+    """A turn's candidates as features: base rows (BASE_FEATURES order), token features per candidate,
+    and the inputs of the intent model (the same for every candidate)."""
+
+    rows: list[list[float]]
+    toks: list[list[str]]
+    intent: list[str]
+
+
+def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
+             cands: list[Candidate], nxt) -> TurnFeatures:
+    view = view_of(wf, interp)
+    executed = list(frame.get("executed") or [])
+    values = _values(frame)
+    calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
+    message = last_user_text(messages)
+    low = message.lower()
+    user_words = _cwords(message)
+    since_user, last_type, prev_text = _messages_since_user(messages)
+    prev_words = _cwords(prev_text)
+    last = executed[-1] if executed else ""
+    is_api = {a.name for a in wf.apis}
+    asks = {a for a, t in view.targets.items() if t} | {"request_information"}
+    last_line = view.lines.get(last, 0)
+    after = [ln for ln in view.sorted_lines if ln > last_line]
+    pending = list(frame.get("asked") or [])  # what the last question asked for
+    wf_slots = [s.name for s in wf.slots]
+    last_ok = (1.0 if calls[-1].get("status", "ok") == "ok" else 0.0) if calls else -1.0
+    items = next((len(v) for v in reversed(list((frame.get("results") or {}).values()))
+                  if isinstance(v, list)), 0)
+    interp_line = view.lines.get(nxt.name, 0)
+    turn = [
+        min(len(executed), 30), sum(1 for m in messages if getattr(m, "type", "") == "human"), since_user,
+        float(last_type == "tool"), float(last in is_api), last_ok, len(calls),
+        _since(executed, lambda n: n in is_api), _since(executed, lambda n: n in asks),
+        float("?" in message), float(reading.get("yesno") is True), float(reading.get("yesno") is False),
+        float(bool(reading.get("info_missing"))), float(bool(CLOSING_USER.search(message))),
+        float(bool(GOODBYE.search(message))), float(bool(GREETING_ONLY.match(message))) if message else 0.0,
+        min(len(message.split()), 60),
+        (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0, len(cands), items,
+    ]
+    prev_tokens = ["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))]
+    rules = cands[0] if cands else None
+    rows, toks = [], []
+    for c in cands:
+        kind = [float(c.kind == k) for k in KINDS]
+        node = c.name
+        run = executed.count(node)
+        ans = wf.answer(node) if c.kind == "answer" else None
+        api = wf.api(node) if c.kind == "api" else None
+        template = ans.template if ans else ""
+        tvars = ans.variables if ans else []
+        precond = (ans.precondition if ans else api.precondition if api else [])
+        targets = view.targets.get(node, []) if c.kind == "answer" else list(c.missing) if c.kind == "request" else []
+        line = c.site.line if c.site else view.lines.get(node, 0)
+        is_next = (nxt.kind == "api" and c.kind == "api" and nxt.name == node
+                   and all(str(nxt.args.get(k)) == v for k, v in c.fixed.items())) or (
+            nxt.kind in ("answer",) and c.kind == "answer" and nxt.name == node) or (
+            nxt.kind in ("ask", "ask_cond") and c.kind == "request")
+        same_kind = float(rules is not None and c.kind == rules.kind)
+        if api is not None:
+            params = [p for p in api.param_names if p not in c.fixed]
+            filled = sum(1 for p in params if p in c.args)
+            mine = [r for r in calls if r.get("api") == node]
+            variant = [r for r in mine if all(str((r.get("args") or {}).get(k)) == v for k, v in c.fixed.items())]
+            last_args = (mine[-1].get("args") or {}) if mine else {}
+            new_info = sum(1 for p, v in c.args.items() if p not in c.fixed and str(last_args.get(p)) != str(v))
+            api_f = [filled / len(params) if params else 1.0, len(c.missing), len(mine), len(variant), new_info,
+                     float(bool(mine) and {k: str(v) for k, v in last_args.items()}
+                           == {k: str(v) for k, v in c.args.items()}),
+                     c.site.index if c.site else 0,
+                     (1.0 if variant[-1].get("status", "ok") == "ok" else 0.0) if variant else -1.0,
+                     float(bool(calls) and calls[-1] in variant),
+                     float(bool(calls) and calls[-1] in mine and calls[-1] not in variant
+                           and calls[-1].get("status", "ok") == "ok")]
+        else:
+            api_f = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0]
+        missing_t = [t for t in targets if not _filled(values, t)]
+        rows.append(kind + [
+            float(c.is_rules), float(is_next), same_kind,
+            run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
+            _since(executed, lambda n: n == node),
+            float("?" in template), len(tvars), (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0,
+            float(any(v in view.returns for v in tvars)), min(len(template.split()), 60),
+            float(all(p in executed for p in precond)), len(precond),
+            len(targets), len(missing_t),
+            float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)),
+            float(any(t in pending for t in targets)), float(bool(targets) and not missing_t),
+            line / view.n_lines, (line - last_line) / view.n_lines if line else 0.0, float(line > last_line),
+            after.index(line) if line in after else 99, (line - interp_line) / view.n_lines if line and interp_line else 0.0,
+            float(line > 0),
+            *api_f,
+            _sim(user_words, view.words.get(node, set())), _sim(user_words, view.name_words.get(node, set())),
+            _sim(prev_words, view.words.get(node, set())),
+            _sim(set(view.tokens.get(last) or ()), set(view.tokens.get(node) or ())),
+            *turn,
+        ])
+        if c.kind == "answer":
+            t = ["tok=" + w for w in view.tokens.get(node, [])] + ["gen=" + node]
+        elif c.kind == "api":
+            t = ["tok=__api__"] + ["tok=" + str(v).lower() for v in c.fixed.values()]
+        else:
+            t = ["tok=__" + c.kind + "__"]
+        toks.append(t + prev_tokens)
+    prev2 = executed[-2] if len(executed) > 1 else ""
+    intent = ["w=" + w for w in re.findall(r"[a-z]+(?:'[a-z]+)?", low)] + prev_tokens + [
+        "prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))] + [
+        f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
+        f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
+    return TurnFeatures(rows, toks, intent)
+
+
+def intent_columns(toks: list[list[str]], probs: dict[str, float] | None) -> list[list[float]]:
+    """INTENT_FEATURES per candidate: the intent model's probabilities of the candidate's own words."""
+    out = []
+    for ts in toks:
+        ps = [probs[t] for t in ts if not t.startswith("prev=") and t in probs] if probs else []
+        gen = next((probs[t] for t in ts if t.startswith("gen=") and t in probs), -1.0) if probs else -1.0
+        out.append([max(ps), sum(ps) / len(ps), min(ps), gen, len(ps)] if ps else [-1.0, -1.0, -1.0, gen, 0.0])
+    return out
+
+
+def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None = None):
+    """The model's matrix: base features, intent features, then one column per token feature it knows."""
+    import numpy as np
+
+    X = np.zeros((len(tf.rows), len(names)), dtype=np.float32)
+    nb, ni = len(BASE_FEATURES), len(INTENT_FEATURES)
+    if tf.rows:
+        X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
+        X[:, nb:nb + ni] = np.asarray(intent_columns(tf.toks, probs), dtype=np.float32)
+    col = {n: i for i, n in enumerate(names)}
+    for r, ts in enumerate(tf.toks):
+        for t in ts:
+            j = col.get(t)
+            if j is not None:
+                X[r, j] = 1.0
+    return X
+
+
+# --- the policy ----------------------------------------------------------------------------------------
+
+class LearnedPolicy:
+    """A trained ranker over the candidates; ``choose`` is the executor's hook."""
+
+    def __init__(self, model: PolicyFile, source: str = ""):
+        import lightgbm as lgb
+
+        if model.format != FORMAT_VERSION:
+            raise PolicyError(f"{source}: field 'format': version {model.format}, this code reads {FORMAT_VERSION}")
+        if model.features[:len(BASE_FEATURES) + len(INTENT_FEATURES)] != BASE_FEATURES + INTENT_FEATURES:
+            raise PolicyError(f"{source}: field 'features': the base features differ from this code's; retrain "
+                              "with `flowdesk train executor`")
+        self.model, self.source, self.features = model, source, model.features
+        self.booster = lgb.Booster(model_str=model.booster)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LearnedPolicy":
+        path = Path(path)
+        if not path.is_file():
+            raise PolicyError(f"{path}: no such model file (train one with `flowdesk train executor`)")
+        try:
+            model = PolicyFile.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise PolicyError(f"{path}: field '{'.'.join(map(str, err['loc'])) or '(file)'}': {err['msg']}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise PolicyError(f"{path}: {e}") from None
+        return cls(model, str(path))
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model.model_dump_json(), encoding="utf-8")
+        return path
+
+    def scores(self, tf: TurnFeatures):
+        probs = self.model.intent.probabilities(tf.intent) if self.model.intent else None
+        return self.booster.predict(vectorize(tf, self.features, probs), num_threads=1)
+
+    def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
+             messages: list[BaseMessage], rules: dict) -> list[Candidate]:
+        """The candidates, best first."""
+        cands, nxt = candidates(wf, interp, frame, reading, rules)
+        s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
+        return [cands[i] for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
+
+    def choose(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
+               messages: list[BaseMessage], rules: dict, rejected: list[dict]) -> dict:
+        """The executor's hook: the proposal to make instead of the rules' (see ``choice``)."""
+        return self.choice(wf, interp, frame, reading, messages, rules, rejected)[0]
+
+    def choice(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
+               messages: list[BaseMessage], rules: dict, rejected: list[dict]) -> tuple[dict, int]:
+        """The best-ranked candidate that was not rejected in this turn and that the controllers' checks of
+        the proposal itself allow (the rules' proposal when none is), and how many better-ranked
+        candidates those checks vetoed (the evaluation reports it).  Pure: the policy is shared."""
+        vetoed = 0
+        for c in self.rank(wf, interp, frame, reading, messages, rules):
+            p = c.make()
+            if not p or any(same(p, r) for r in rejected):
+                continue
+            if c.is_rules or allowed_now(p, wf, interp, frame, reading):
+                return p, vetoed
+            vetoed += 1
+        return rules, vetoed
+
+
+# the post-controller's checks that read only the proposal, the workflow and the frame
+PROPOSAL_CHECKS = ("unknown_node", "node_dependency", "procedure_branch", "argument_schema", "answer_template")
+
+
+def allowed_now(proposal: dict, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict) -> bool:
+    """The post-controller's checks of the proposal itself (known node, preconditions, procedure branch,
+    argument schema, filled template).  The post-controller runs them again, with the others (session
+    length, repeats, declined calls), on whatever is proposed."""
+    from ..control.checks import CHECKS, CheckEnv
+
+    env = CheckEnv(turn=0, max_turns=1 << 30, max_api_repeats=1 << 30, scope=scope_of(frame, reading),
+                   procedure=interp.procedure)
+    return all(CHECKS[name](proposal, wf, frame, env)["ok"] for name in PROPOSAL_CHECKS)
+
+
+INTERPRETER = "interpreter"
+
+
+@lru_cache(maxsize=8)
+def _cached(path: str, mtime: float) -> LearnedPolicy:
+    return LearnedPolicy.load(path)
+
+
+def load_policy(spec: str) -> LearnedPolicy | None:
+    """``interpreter`` → None; ``learned:PATH`` → that model (a clear error when it cannot be used);
+    ``auto``/empty → the bundled model when its file is present, else None (the interpreter)."""
+    spec = (spec or "auto").strip()
+    if spec == INTERPRETER:
+        return None
+    if spec == "auto":
+        if not DEFAULT_MODEL.is_file():
+            return None
+        path = DEFAULT_MODEL
+    elif spec.startswith("learned:"):
+        path = Path(spec[len("learned:"):]).expanduser()
+        if not str(path) or spec == "learned:":
+            path = DEFAULT_MODEL
+    else:
+        raise PolicyError(f"executor_policy: {spec!r} is not 'auto', 'interpreter' or 'learned:PATH'")
+    if not path.is_file():
+        raise PolicyError(f"executor_policy: {path}: no such model file (train one with `flowdesk train executor`)")
+    return _cached(str(path.resolve()), path.stat().st_mtime)
+

@@ -1,0 +1,287 @@
+"""``flowdesk train executor``: fits the learned executor policy (``dialogue/execution/policy_learned.py``)
+on logs.
+
+Data: STAR wizard actions replayed with the gold history (``evals/datasets/star_actions.py``, the same
+teacher-forced frames as ``flowdesk eval next-action``).  At every action the offline policy proposes
+(``dialogue.execution.policy_offline.decide``), the learned policy's own candidate generator lists the allowed
+actions and their features; the candidate whose STAR label is the wizard's is the positive (turns whose
+gold action is not among the candidates — a label the task's flowchart lacks — teach nothing and are
+left out of the fit).  Token features (words of node names) are kept when they occur in at least
+``MIN_TASKS`` training tasks, so nothing specific to one task enters the model.
+
+Model: LightGBM ``lambdarank`` (one query group per turn).  ``extract`` runs once; ``fit`` is cheap and
+is called again on subsets for the leave-one-task-out models and the learning curve of the evaluation.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from evals.datasets.star_actions import label_of, replay
+from workflows.extraction.star import SPLITS, iter_dialogues, star_dir
+
+MIN_TASKS = 3
+PARAMS = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 40,
+          "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1, "lambda_l2": 1.0,
+          "lambdarank_truncation_level": 5, "eval_at": [1], "verbose": -1, "seed": 7, "num_threads": 2}
+ROUNDS = 300
+
+
+@dataclass
+class TurnRows:
+    """One wizard action's candidates: base rows, token features, which one is gold (-1: none)."""
+
+    task: str
+    dialogue: int
+    tf: Any  # dialogue.execution.policy_learned.TurnFeatures
+    gold: int
+    gold_label: str = ""
+    labels: list[str] = field(default_factory=list)  # each candidate's STAR label
+
+
+@dataclass
+class Extracted:
+    turns: list[TurnRows] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def tasks(self) -> list[str]:
+        return sorted({t.task for t in self.turns})
+
+
+def candidate_label(c) -> str:
+    """The STAR label a candidate stands for (without building its reply text)."""
+    if c.proposal is not None:
+        return label_of(c.proposal)
+    if c.kind == "api":
+        return label_of({"kind": "tool", "args": c.fixed})
+    return label_of({"kind": "reply", "name": c.name})
+
+
+def turn_rows(step) -> TurnRows:
+    from dialogue.execution.policy_learned import candidates, features
+    from dialogue.execution.policy_offline import decide
+
+    rules = decide(step.wf, step.interp, step.frame, step.reading, step.messages, [])
+    cands, nxt = candidates(step.wf, step.interp, step.frame, step.reading, rules)
+    tf = features(step.wf, step.interp, step.frame, step.reading, step.messages, cands, nxt)
+    labels = [candidate_label(c) for c in cands]
+    gold = labels.index(step.gold) if step.gold in labels else -1
+    return TurnRows(step.task, step.dialogue, tf, gold, step.gold, labels)
+
+
+_LIB = None
+
+
+def _init_worker(library_dir: str) -> None:
+    global _LIB
+    from workflows.library import load_library
+
+    _LIB = load_library(library_dir)
+    _INTERPS.clear()
+
+
+_INTERPS: dict = {}  # interpreters of the worker's library, built once per workflow
+
+
+def _extract_dialogue(d: dict) -> list[TurnRows]:
+    return [turn_rows(s) for s in replay(d, _LIB, _INTERPS)]
+
+
+def extract(data: Path, split: str, library_dir: Path, limit: int = 0, every: int = 1, workers: int = 2) -> Extracted:
+    """Candidates and features of every wizard action of ``split`` (in parallel over dialogues)."""
+    t0 = time.perf_counter()
+    dialogues = list(iter_dialogues(star_dir(data) / "dialogues.jsonl.gz", split, limit, every))
+    out = Extracted()
+    if workers > 1 and len(dialogues) > 50:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(str(library_dir),)) as pool:
+            for part in pool.imap(_extract_dialogue, dialogues, chunksize=20):
+                out.turns.extend(part)
+    else:
+        _init_worker(str(library_dir))
+        for d in dialogues:
+            out.turns.extend(_extract_dialogue(d))
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def _tasks_of(turns: list[TurnRows], items) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for t in turns:
+        for x in items(t):
+            out[x].add(t.task)
+    return out
+
+
+def vocabulary(turns: list[TurnRows], min_tasks: int = MIN_TASKS) -> list[str]:
+    """Token features seen in at least ``min_tasks`` tasks' candidates (sorted for a stable file)."""
+    tasks_of = _tasks_of(turns, lambda t: {tok for ts in t.tf.toks for tok in ts})
+    return sorted(tok for tok, tasks in tasks_of.items() if len(tasks) >= min_tasks)
+
+
+INTENT_MIN_GOLD = 30  # a target word must name the gold action this often
+
+
+def _intent_design(turns: list[TurnRows], inputs: list[str]):
+    from scipy.sparse import csr_matrix
+
+    col = {x: i for i, x in enumerate(inputs)}
+    rows, cols = [], []
+    for r, t in enumerate(turns):
+        for j in {col[x] for x in t.tf.intent if x in col}:
+            rows.append(r)
+            cols.append(j)
+    return csr_matrix(([1.0] * len(rows), (rows, cols)), shape=(len(turns), len(inputs)), dtype="float32")
+
+
+def _intent_fit(turns: list[TurnRows], inputs: list[str], targets: list[str]):
+    """(coef, bias) of one logistic regression per target word (constant bias when a class is absent)."""
+    import math
+
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    X = _intent_design(turns, inputs)
+    coef, bias = [], []
+    for tgt in targets:
+        y = np.array([tgt in t.tf.toks[t.gold] for t in turns], dtype=int)
+        if y.min() == y.max():
+            rate = min(max(y.mean(), 1e-3), 1 - 1e-3)
+            coef.append(np.zeros(len(inputs)))
+            bias.append(math.log(rate / (1 - rate)))
+            continue
+        lr = LogisticRegression(C=0.5, max_iter=300).fit(X, y)
+        coef.append(lr.coef_[0])
+        bias.append(float(lr.intercept_[0]))
+    return np.asarray(coef), np.asarray(bias)
+
+
+def _intent_model(turns: list[TurnRows], vocab: list[str], min_tasks: int):
+    """The intent model (inputs seen in ``min_tasks`` tasks; targets: vocabulary words naming gold often)."""
+    from dialogue.execution.policy_learned import IntentModel
+
+    in_tasks = _tasks_of(turns, lambda t: set(t.tf.intent))
+    inputs = sorted(x for x, ts in in_tasks.items() if len(ts) >= min_tasks)
+    known = set(vocab)
+    counts: dict[str, int] = defaultdict(int)
+    for t in turns:
+        for tok in t.tf.toks[t.gold]:
+            if tok in known and not tok.startswith("prev="):
+                counts[tok] += 1
+    targets = sorted(tok for tok, n in counts.items() if n >= INTENT_MIN_GOLD)
+    return inputs, targets, IntentModel
+
+
+def _round(a) -> list:
+    return [round(float(x), 4) for x in a]
+
+
+def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, min_tasks: int = MIN_TASKS,
+        folds: int = 2):
+    """A ``LearnedPolicy`` trained on ``turns`` (those with a gold candidate).  The intent model's
+    probabilities the ranker learns from are cross-fitted (each fold's from a model that did not see its
+    dialogues), so the ranker trusts them as much as they deserve on new dialogues."""
+    import lightgbm as lgb
+    import numpy as np
+
+    from dialogue.execution.policy_learned import BASE_FEATURES, FORMAT_VERSION, INTENT_FEATURES, LearnedPolicy, PolicyFile, \
+        vectorize
+
+    used = [t for t in turns if t.gold >= 0 and len(t.tf.rows) > 1]
+    if not used:
+        raise ValueError("no training turn has its gold action among the candidates")
+    vocab = vocabulary(used, min_tasks)
+    names = BASE_FEATURES + INTENT_FEATURES + vocab
+    inputs, targets, IntentModel = _intent_model(used, vocab, min_tasks)
+    probs: list[dict | None] = [None] * len(used)
+    intent = None
+    if inputs and targets:
+        fold_of = {d: i % folds for i, d in enumerate(sorted({t.dialogue for t in used}))}
+        for k in range(folds):
+            train = [t for t in used if fold_of[t.dialogue] != k]
+            held = [i for i, t in enumerate(used) if fold_of[t.dialogue] == k]
+            coef, bias = _intent_fit(train, inputs, targets)
+            part = IntentModel(inputs=inputs, targets=targets, coef=coef.tolist(), bias=bias.tolist())
+            for i in held:
+                probs[i] = part.probabilities(used[i].tf.intent)
+        coef, bias = _intent_fit(used, inputs, targets)
+        keep = [j for j in range(len(inputs)) if np.abs(coef[:, j]).max() >= 1e-3]  # drop inert inputs
+        intent = IntentModel(inputs=[inputs[j] for j in keep], targets=targets,
+                             coef=[_round(row[keep]) for row in coef], bias=_round(bias))
+    X = np.vstack([vectorize(t.tf, names, p) for t, p in zip(used, probs)])
+    y = np.zeros(len(X), dtype=np.float32)
+    pos, groups = 0, []
+    for t in used:
+        y[pos + t.gold] = 1.0
+        pos += len(t.tf.rows)
+        groups.append(len(t.tf.rows))
+    ds = lgb.Dataset(X, y, group=groups, feature_name=[f"f{i}" for i in range(len(names))], free_raw_data=True)
+    booster = lgb.train(dict(PARAMS), ds, num_boost_round=rounds)
+    meta = dict(info or {})
+    meta.update({"turns": len(used), "tasks": sorted({t.task for t in used}),
+                 "dialogues": len({t.dialogue for t in used}), "rounds": rounds, "min_tasks": min_tasks,
+                 "intent_inputs": len(intent.inputs) if intent else 0,
+                 "intent_targets": len(intent.targets) if intent else 0})
+    return LearnedPolicy(PolicyFile(format=FORMAT_VERSION, features=names, booster=booster.model_to_string(),
+                                    intent=intent, trained_on=meta), source="(trained in memory)")
+
+
+def star_library_dir(data: Path) -> Path:
+    """The 24 STAR task flowcharts imported as a PDL library (cached next to the other imports)."""
+    from evals.datasets.star import library
+
+    root = star_dir(data).parent  # the data directory that holds star/
+    return library(root, Path(".flowdesk/eval") / "star")
+
+
+def train_command(
+    dataset: str = typer.Option("star", "--dataset", help="Dataset (only star)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Data directory (default: $FLOWDESK_DATA or ../shared/data)."),
+    split: str = typer.Option("train", "--split", help="train | dev | all (DialogueID % 5: train 1,2; dev 3,4)."),
+    out: Path = typer.Option(..., "--out", help="Model file to write (JSON)."),
+    limit: int = typer.Option(0, "--limit", help="At most this many dialogues (0 = all)."),
+    every: int = typer.Option(1, "--every", help="Keep every n-th dialogue (a sample)."),
+    exclude: str = typer.Option("", "--exclude", help="Comma-separated tasks left out (zero-shot models)."),
+    rounds: int = typer.Option(ROUNDS, "--rounds", help="Boosting rounds."),
+) -> None:
+    """Train the learned executor policy (a LightGBM ranker over the workflow's allowed actions)."""
+    from evals.next_action import default_data_dir
+
+    if dataset != "star":
+        raise typer.BadParameter("only --dataset star is supported", param_hint="--dataset")
+    if split not in SPLITS:
+        raise typer.BadParameter(f"one of {sorted(SPLITS)}", param_hint="--split")
+    data = data or default_data_dir()
+    if not (star_dir(data) / "dialogues.jsonl.gz").exists():
+        raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
+    lib = star_library_dir(data)
+    ex = extract(data, split, lib, limit, every)
+    left_out = {t.strip() for t in exclude.split(",") if t.strip()}
+    turns = [t for t in ex.turns if t.task not in left_out]
+    policy = fit(turns, rounds, {"dataset": dataset, "split": split, "every": every, "excluded": sorted(left_out)})
+    path = policy.save(out)
+    meta = policy.model.trained_on
+    typer.echo(f"{path}: {meta['turns']} turns of {meta['dialogues']} dialogues, {len(meta['tasks'])} tasks, "
+               f"{len(policy.features)} features ({ex.seconds:.0f} s extraction); "
+               f"{path.stat().st_size / 1024:.0f} KiB")
+
+
+def sample_turns(turns: list[TurnRows], dialogues: int, seed: int = 0) -> list[TurnRows]:
+    """The turns of ``dialogues`` dialogues drawn at random (learning curves)."""
+    ids = sorted({t.dialogue for t in turns})
+    keep = set(random.Random(seed).sample(ids, min(dialogues, len(ids))))
+    return [t for t in turns if t.dialogue in keep]
+
+
+def summary(ex: Extracted) -> dict[str, Any]:
+    n = len(ex.turns)
+    return {"turns": n, "with_gold": sum(t.gold >= 0 for t in ex.turns), "seconds": round(ex.seconds, 1),
+            "mean_candidates": (sum(len(t.tf.rows) for t in ex.turns) / n) if n else 0.0}

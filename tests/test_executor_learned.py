@@ -1,0 +1,210 @@
+"""The learned executor policy (dialogue/execution/policy_learned.py): model-file loading and its errors,
+the candidate generator and features on the demo desk's frames, the executor node's hook, the controllers
+as the hard gate for a learned choice (an adversarial ranker trained to prefer invalid actions), the text
+classifier baseline, and training + evaluation commands on a STAR sample (data-marked)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from dialogue.control.checks import CheckEnv, run_checks
+from dialogue.execution.interpreter import Interpreter
+from dialogue.execution.policy_learned import (BASE_FEATURES, DEFAULT_MODEL, INTENT_FEATURES, LearnedPolicy,
+                                               PolicyError, candidates, features, load_policy)
+from dialogue.execution.policy_offline import decide, same
+from dialogue.frames import Frame, new_frame, scope_of, top
+from dialogue.turn import make_env, read_turn
+from dialogue.understanding.navigation import reading_of
+from graph.context import Context
+from workflows.library import bundled_library_path, load_library
+
+DATA = Path(os.environ.get("FLOWDESK_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_library(bundled_library_path())
+
+
+def _state(wf, text: str, executed: list[str] | None = None):
+    """The frame after reading ``text`` (as ``apply_commands`` does), the reading, the messages and the
+    offline policy's proposal."""
+    interp = Interpreter(wf)
+    fr = Frame(**{**new_frame(wf.name, 1), "executed": list(executed or [])})
+    reading = reading_of(text)
+    stack, added = read_turn([fr], wf, interp, reading, set(), make_env(1, {wf.name: wf}, {wf.name: interp}))
+    fr = top(stack)
+    reading = {**reading, "slots_given": any(c.command in ("set_slot", "correct_slot") for c in added)}
+    messages = [HumanMessage(text)]
+    return interp, fr, reading, messages, decide(wf, interp, fr, reading, messages, [])
+
+
+def test_policy_specs_and_bad_model_files(tmp_path):
+    assert load_policy("interpreter") is None
+    with pytest.raises(PolicyError, match="nope.json: no such model file"):
+        load_policy(f"learned:{tmp_path / 'nope.json'}")
+    with pytest.raises(PolicyError, match="executor_policy: 'bogus'"):
+        load_policy("bogus")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": 1, "features": [], "booster": "x"}))
+    with pytest.raises(PolicyError, match=r"bad\.json: field 'features'"):
+        LearnedPolicy.load(bad)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": 1, "features": ["something_else"], "booster": "x"}))
+    with pytest.raises(PolicyError, match=r"old\.json: field 'features'"):
+        LearnedPolicy.load(old)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(PolicyError, match=r"broken\.json"):
+        LearnedPolicy.load(broken)
+
+
+def test_interpreter_is_the_default_and_the_bundled_model_is_small_and_textless():
+    assert Context().executor_policy == "interpreter"
+    assert "0.898" in Context.__dataclass_fields__["executor_policy"].metadata["description"]
+    assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2 * 1024 * 1024
+    for spec in ("auto", "learned:"):
+        policy = load_policy(spec)
+        assert isinstance(policy, LearnedPolicy)
+    assert policy.features[:len(BASE_FEATURES) + len(INTENT_FEATURES)] == BASE_FEATURES + INTENT_FEATURES
+    # provenance is counts and names of tasks, never dialogue text
+    assert set(policy.model.trained_on) >= {"dataset", "split", "turns", "dialogues", "tasks"}
+    assert all(isinstance(v, (int, str, list)) for v in policy.model.trained_on.values())
+
+
+def test_candidates_are_the_actions_allowed_now(demo):
+    wf = demo.workflows["book_table"]
+    interp, fr, reading, messages, rules = _state(wf, "I'd like a table at Casa Fiorella for 2")
+    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    assert cands[0].is_rules and cands[0].proposal == rules
+    names = {(c.kind, c.name) for c in cands}
+    assert ("api", "check_availability") in names
+    assert ("api", "book") not in names  # its precondition (check_availability) has not run
+    assert {a.name for a in wf.answers} <= {n for k, n in names if k == "answer"} | {rules.get("name")}
+    assert ("request", "request_information") in names  # date and time are still missing
+    request = next(c for c in cands if c.kind == "request")
+    assert set(request.missing or (request.proposal or {}).get("args", {}).get("slots", [])) == {"date", "time"}
+    tf = features(wf, interp, fr, reading, messages, cands, nxt)
+    assert len(tf.rows) == len(cands) and all(len(r) == len(BASE_FEATURES) for r in tf.rows)
+    # token features never carry the workflow's own name words
+    assert not {t.split("=", 1)[1] for ts in tf.toks for t in ts if t.startswith("tok=")} & {"book", "table"}
+    col = BASE_FEATURES.index
+    api = cands.index(next(c for c in cands if c.kind == "api" and c.name == "check_availability"))
+    assert tf.rows[api][col("req_missing")] == 2 and tf.rows[api][col("params_filled")] == 0.5
+
+
+def test_the_user_just_gave_this_slot_and_the_yes_no_reading(demo):
+    wf = demo.workflows["book_table"]
+    interp, fr, reading, messages, rules = _state(wf, "Casa Fiorella, 2 people, 2026-12-23 at 19:00",
+                                                  executed=["ask_booking_details"])
+    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    tf = features(wf, interp, fr, reading, messages, cands, nxt)
+    ask = cands.index(next(c for c in cands if c.name == "ask_booking_details"))
+    assert tf.rows[ask][BASE_FEATURES.index("target_just_given")] == 1.0
+    assert tf.rows[ask][BASE_FEATURES.index("last_is_this")] == 1.0
+    interp, fr, reading, messages, rules = _state(wf, "yes please")
+    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    row = features(wf, interp, fr, reading, messages, cands, nxt).rows[0]
+    assert (row[BASE_FEATURES.index("user_yes")], row[BASE_FEATURES.index("user_no")]) == (1.0, 0.0)
+
+
+def test_choose_never_returns_a_rejected_proposal(demo):
+    policy = load_policy("auto")
+    wf = demo.workflows["book_table"]
+    interp, fr, reading, messages, rules = _state(wf, "I'd like a table at Casa Fiorella for 2 on 2026-12-23 at 19:00")
+    first = policy.choose(wf, interp, fr, reading, messages, rules, [])
+    second = policy.choose(wf, interp, fr, reading, messages, rules, [first])
+    assert not same(second, first)
+
+
+@pytest.fixture(scope="module")
+def adversarial_model(tmp_path_factory, demo):
+    """A real ranker trained to prefer actions whose preconditions have not run (what no wizard does)."""
+    from evals.train_executor import TurnRows, candidate_label, fit
+
+    wf = demo.workflows["book_table"]
+    turns = []
+    for i, text in enumerate(["hi", "Casa Fiorella for 2", "tomorrow at 19:00", "a table please", "Alice Smith",
+                              "2026-12-23", "for four", "at 20:00"] * 8):
+        interp, fr, reading, messages, rules = _state(wf, text)
+        cands, nxt = candidates(wf, interp, fr, reading, rules)
+        tf = features(wf, interp, fr, reading, messages, cands, nxt)
+        bad = next(k for k, c in enumerate(cands) if c.kind == "answer" and c.name == "confirm_booking")
+        turns.append(TurnRows(f"task{i % 3}", i, tf, bad, "confirm_booking", [candidate_label(c) for c in cands]))
+    policy = fit(turns, rounds=30, min_tasks=1, info={"dataset": "adversarial"})
+    return policy.save(tmp_path_factory.mktemp("adv") / "adversarial.json")
+
+
+def test_the_controllers_precheck_vetoes_an_invalid_learned_choice(demo, adversarial_model):
+    wf = demo.workflows["book_table"]
+    policy = LearnedPolicy.load(adversarial_model)
+    interp, fr, reading, messages, rules = _state(wf, "A table at Casa Fiorella for 2 please")
+    assert policy.rank(wf, interp, fr, reading, messages, rules)[0].name == "confirm_booking"
+    proposal, vetoed = policy.choice(wf, interp, fr, reading, messages, rules, [])
+    assert vetoed >= 1 and proposal.get("name") != "confirm_booking"
+    env = CheckEnv(turn=1, max_turns=50, max_api_repeats=3, scope=scope_of(fr, reading), procedure=interp.procedure)
+    assert all(v["ok"] for v in run_checks(proposal, wf, fr, env))
+
+
+@pytest.mark.parametrize("precheck", [True, False])
+def test_learned_choice_is_gated_by_the_controllers(agent, agent_context, adversarial_model, monkeypatch, precheck):
+    """The adversarial ranker prefers "You're booked" before any booking.  With the policy's own pre-check
+    it proposes an allowed action instead; with the pre-check switched off the invalid choice reaches the
+    post-controller, which rejects it: either way the user never sees it and no tool runs out of order."""
+    import dialogue.execution.policy_learned as learned
+    from graph.chat import run_turn
+
+    if not precheck:
+        monkeypatch.setattr(learned, "allowed_now", lambda *a: True)
+    ctx = type(agent_context)(**{**agent_context.__dict__, "executor_policy": f"learned:{adversarial_model}"})
+    r = run_turn(agent, uuid.uuid4().hex[:8], "I'd like to book a table at Trattoria Lumi for 2 people", context=ctx)
+    gated = [v for v in r.violations if v["controller"] == "node_dependency"
+             and (v.get("proposal") or {}).get("name") == "confirm_booking"]
+    assert bool(gated) is (not precheck)
+    assert "You're booked" not in r.reply and "book" not in [c["name"] for c in r.tool_calls]
+    assert r.reply.strip()
+
+
+def test_text_classifier_baseline_learns_from_symbols_and_words():
+    from evals.text_baseline import TextClassifier
+
+    def x(prev, text):
+        return {"task": "t", "prev1": prev, "prev2": "<none>", "done": [prev], "kb": prev == "q", "text": text}
+
+    inputs = [x("q", "ok"), x("hello", "where is it"), x("q", "fine"), x("hello", "where now")] * 5
+    labels = ["inform", "query", "inform", "query"] * 5
+    clf = TextClassifier().fit(inputs, labels)
+    assert clf.predict([x("q", "ok"), x("hello", "where")]) == ["inform", "query"]
+
+
+@pytest.mark.data
+def test_train_and_evaluate_on_a_star_sample(tmp_path):
+    if not (DATA / "star" / "dialogues.jsonl.gz").exists():
+        pytest.skip(f"STAR data not found under {DATA} (set FLOWDESK_DATA)")
+    from typer.testing import CliRunner
+
+    from evals.cli import app, train_app
+
+    model = tmp_path / "policy.json"
+    r = CliRunner().invoke(train_app, ["executor", "--dataset", "star", "--data", str(DATA), "--limit", "40",
+                                       "--rounds", "30", "--out", str(model)])
+    assert r.exit_code == 0, r.output
+    policy = LearnedPolicy.load(model)
+    assert policy.model.trained_on["dialogues"] >= 30
+    assert "Hello" not in model.read_text()  # weights and generic names only
+    out = tmp_path / "report"
+    r = CliRunner().invoke(app, ["next-action", "--dataset", "star", "--data", str(DATA), "--limit", "12",
+                                 "--model", f"learned:{model}", "--text", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "metrics.json").read_text())
+    for name in ("offline", "learned", "text", "baseline"):
+        assert 0 <= m["overall"][name]["weighted_f1"] <= 1
+    assert m["summary"]["weighted_f1"] == m["overall"]["offline"]["weighted_f1"]  # the existing keys stay
+    assert m["summary"]["learned_weighted_f1"] == m["overall"]["learned"]["weighted_f1"]
+    assert 0 <= m["summary"]["learned_vetoed_share"] <= 1
