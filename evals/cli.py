@@ -15,3 +15,5 @@ from .next_action import next_action_command  # noqa: E402
 app.command("next-action")(next_action_command)
 from .extraction import extraction_command  # noqa: E402
 app.command("extraction")(extraction_command)
+from .sessions import sessions_command  # noqa: E402
+app.command("sessions")(sessions_command)
