@@ -294,10 +294,11 @@ def candidate_slots(wf: Workflow, conn: sqlite3.Connection, rng: random.Random, 
     conn.row_factory = sqlite3.Row
     tables = _tables(conn)
     links = _links(conn, tables)
-    # the database records the past: dates, times and amounts of a new request are generated; text,
-    # identifiers and counts come from the rows
+    # the database records the past: a new request's dates, times and amounts are generated for half the
+    # candidates (a date of birth or an existing booking's time must come from the rows)
+    fresh = rng.random() < 0.5  # half the candidates take dates, times and amounts from the rows
     mapped = {s.name: match_column(s.name, tables) for s in wf.slots
-              if not s.enum and s.type not in ("date", "time", "number")}
+              if not s.enum and not (fresh and s.type in ("date", "time", "number"))}
     mapped = {k: v for k, v in mapped.items() if v}
     used = {t for t, _ in mapped.values()}
     for slot, (t, c) in list(mapped.items()):  # an exact-name column of a table the other slots use

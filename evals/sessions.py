@@ -36,20 +36,13 @@ from typing import Any, Optional
 
 import typer
 
+from convtests.runner import same as _same
+
 from .session_goals import Goal, db_diff, generate_goals, snapshot
 from .simulated_user import CATEGORIES, SimulatedUser
 
 BETA = 5.0
 RECURSION_LIMIT = 80
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a == b:
-        return True
-    try:
-        return float(a) == float(b)
-    except (TypeError, ValueError):
-        return str(a).strip().casefold() == str(b).strip().casefold()
 
 
 def _f1(p: float, r: float, beta: float = 1.0) -> float:

@@ -155,6 +155,8 @@ class SimulatedUser:
                 self.state, self.current = "main", self.goal
                 return self.rng.choice(_BACK).format(task=_task(self.goal.title))
             return None  # nothing more is asked: the user got what the agent can give
+        if asked and question and all(self._restated(g, s, agent_text) for s in asked):
+            return self.rng.choice(_YES)  # "could you confirm: X, Y?" with the right values
         todo = asked or [s for s in g.slots if s not in self.given[g.id]][:2]
         if not todo:
             if self.closing:
@@ -209,6 +211,12 @@ class SimulatedUser:
         if "?" not in text:
             asked = [s for s in asked if s not in self.given[g.id]]
         return asked
+
+    def _restated(self, g: Goal, slot: str, text: str) -> bool:
+        """The agent's message repeats the goal's value of ``slot`` (as given or in the ISO form)."""
+        value = str(g.slots[slot]).strip().casefold()
+        low = text.casefold()
+        return bool(value) and (value in low or value.replace("_", " ") in low)
 
     def _move(self, agent_text: str) -> str | None:
         """The category's out-of-workflow move, once, at the chosen turn."""
