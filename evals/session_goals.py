@@ -321,11 +321,14 @@ def candidate_slots(wf: Workflow, conn: sqlite3.Connection, rng: random.Random, 
         for slot in by_table[t]:
             spec = wf.slot(slot) if hasattr(wf, "slot") else next(s for s in wf.slots if s.name == slot)
             v = row[mapped[slot][1]]
-            if slot.endswith("s") and not slot.endswith("ss"):  # a plural slot: several related values
+            if spec.type == "string" and slot.endswith("s") and not mapped[slot][1].endswith("s"):
+                # a plural slot over a singular column (transaction_ids ~ id): several related values
                 same = [r[mapped[slot][1]] for r in rows]
                 v = ", ".join(map(str, rng.sample(same, min(len(same), rng.choice([1, 2])))))
             prefix = _example_prefix(spec)
             values[slot] = f"{prefix}{v}" if prefix and not str(v).startswith(prefix) else v
+            if spec.type == "integer" and str(values[slot]).isdigit() and not str(values[slot]).startswith("0"):
+                values[slot] = int(values[slot])
     for s in wf.slots:
         if s.name not in values:
             pool = generated_values(s, rng, today)

@@ -92,16 +92,20 @@ def score(goal: Goal, category: str, second: Goal | None, made: list[tuple[str, 
     got_diff = {t: rows for t, rows in diff.items() if t not in volatile}
     text = " ".join(replies).casefold()
     missing_info = [v for v in info if v.casefold() not in text]
-    success = got_diff == want_diff and not missing_info
     pairs = match_calls(calls, made)
+    exact_pairs = [(gi, mi) for gi, mi in pairs if all(k in made[mi][1] and _same(v, made[mi][1][k])
+                                                      for k, v in calls[gi][1].items())]
+    # when neither the database nor a returned value can tell (a negative answer: "no hotel is free"), the
+    # environment must at least have been asked what the gold asked it
+    unasked = len(exact_pairs) < len(calls) if not want_diff and not info else False
+    success = got_diff == want_diff and not missing_info and not unasked
     arg_tp = arg_gold = arg_made = 0
     for gi, mi in pairs:
         g, m = calls[gi][1], made[mi][1]
         arg_gold += len(g)
         arg_made += sum(1 for k in m if k in g)  # arguments the gold call pins (volatile ones are dropped)
         arg_tp += sum(1 for k, v in g.items() if k in m and _same(v, m[k]))
-    exact = sum(1 for gi, mi in pairs if all(k in made[mi][1] and _same(v, made[mi][1][k])
-                                             for k, v in calls[gi][1].items()))
+    exact = len(exact_pairs)
     tool_p = len(pairs) / len(made) if made else (1.0 if not calls else 0.0)
     tool_r = len(pairs) / len(calls) if calls else 1.0
     param_p = arg_tp / arg_made if arg_made else (1.0 if not arg_gold else 0.0)
@@ -117,7 +121,7 @@ def score(goal: Goal, category: str, second: Goal | None, made: list[tuple[str, 
             "f_beta": _f1(min(precision, 1.0), recall, BETA), "mmr": 1.0 - recall,
             "te_ratio": executions / len(calls) if calls else (0.0 if not executions else float(executions)),
             "why": ([f"db: {sorted(set(got_diff) ^ set(want_diff)) or 'rows differ'}"] if got_diff != want_diff else [])
-            + [f"not told: {v}" for v in missing_info]}
+            + [f"not told: {v}" for v in missing_info] + (["the gold calls were not all made"] if unasked else [])}
 
 
 def run_session(graph, context, goal: Goal, category: str, seed: int, second: Goal | None, pristine: Path,
@@ -295,7 +299,10 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> N
                  if missed else "All targets met. ")
     if weak:
         headline += "Weak categories (success < 0.85): " + ", ".join(
-            f"{c} {by_cat[c]['success']:.3f}" for c in weak) + "."
+            f"{c} {by_cat[c]['success']:.3f}" for c in weak) + ". "
+    weak_wf = sorted((m["success"], w) for w, m in metrics["by_workflow"].items() if m["success"] < 0.7)
+    if weak_wf:
+        headline += "Weakest workflows (success < 0.7): " + ", ".join(f"{w} {v:.3f}" for v, w in weak_wf) + "."
     rep.text(headline)
     rep.text("A goal-driven simulated user (`evals/simulated_user.py`, offline, deterministic per seed) talks to "
              "the real agent graph (offline policies) with a fresh thread and a fresh copy of the demo database "

@@ -124,12 +124,13 @@ class SimulatedUser:
         """The answer to a confirmation of an irreversible action."""
         self.history.append(("agent", question))
         refuse = self.category == "refuse_confirmation" and self.current is self.goal
-        if self.wrong is not None and str(self.wrong[1]) in question:  # the details are wrong: not like that
-            refuse = True
-        if refuse and self.category == "refuse_confirmation":
+        wrong = self._wrong_details(self.current, question)  # the details are not what the user asked for
+        if refuse:
             self.moves.append("refuse_confirmation")
             self.state = "done"
-        answer = self.rng.choice(_NO if refuse else _YES)
+        answer = self.rng.choice(_NO if refuse or wrong else _YES)
+        if wrong and not refuse:
+            answer += " " + self._give(self.current, wrong[:2])
         self.history.append(("user", answer))
         return answer
 
@@ -213,10 +214,17 @@ class SimulatedUser:
         return asked
 
     def _restated(self, g: Goal, slot: str, text: str) -> bool:
-        """The agent's message repeats the goal's value of ``slot`` (as given or in the ISO form)."""
+        """The agent's message repeats the goal's value of ``slot`` (as a whole word: "2" is not in "2026")."""
         value = str(g.slots[slot]).strip().casefold()
         low = text.casefold()
-        return bool(value) and (value in low or value.replace("_", " ") in low)
+        return bool(value) and any(re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", low)
+                                   for v in {value, value.replace("_", " ")})
+
+    def _wrong_details(self, g: Goal, question: str) -> list[str]:
+        """Slots a confirmation names ("amount: 4") without the goal's value: what a user checking the
+        details would object to."""
+        low = question.casefold()
+        return [s for s in g.slots if s.replace("_", " ") in low and not self._restated(g, s, question)]
 
     def _move(self, agent_text: str) -> str | None:
         """The category's out-of-workflow move, once, at the chosen turn."""

@@ -88,6 +88,11 @@ def test_out_of_workflow_moves(goals):
     refuse = SimulatedUser(goal, 0, "refuse_confirmation")
     assert refuse.confirm("Please confirm before I cancel booking. Shall I go ahead? (yes/no)").lower().startswith("no")
     assert SimulatedUser(goal, 0).confirm("Shall I go ahead?").lower().startswith(("yes", "sure"))
+    ref = goal.slots["booking_id"]
+    assert SimulatedUser(goal, 0).confirm(f"Please confirm before I cancel (booking id: {ref}).").lower().startswith(
+        ("yes", "sure"))
+    objection = SimulatedUser(goal, 0).confirm("Please confirm before I cancel (booking id: B-9999).")
+    assert objection.lower().startswith("no") and ref in objection  # a user checks the details
     with pytest.raises(ValueError, match="category"):
         SimulatedUser(goal, 0, "teleport")
     assert set(CATEGORIES) >= {"none", "intent_switch", "procedure_jump", "irrelevant", "cancellation",
