@@ -31,6 +31,7 @@ from workflows.pdl import Slot, Workflow
 from workflows.semantics import render_template, values_view
 
 MAX_CANDIDATES = 80  # candidate goals tried per workflow
+CREDENTIAL = re.compile(r"token|session|secret|password", re.I)  # names of values that are session state
 
 
 @dataclass
@@ -242,10 +243,12 @@ def measure_gold(wf: Workflow, slots: dict[str, Any], pristine: Path, work: Path
     # session state is not the outcome: rows holding a credential an API returned (an auth token) and
     # tables whose change differs between two identical plays
     secrets = [str(v) for vals in (values, values2) for k, v in vals.items()
-               if re.search(r"token|session|secret", k, re.I) and isinstance(v, str) and v]
+               if CREDENTIAL.search(k) and isinstance(v, str) and v]
     stable = {t: rows for t, rows in diff.items() if diff2.get(t) == rows
               and not any(sec in r for r in rows for sec in secrets)}
-    clean_calls = [(n, {k: v for k, v in a.items() if a2.get(k) == v}) for (n, a), (_, a2) in zip(calls, calls2)]
+    # arguments that differ between the plays, and credentials (traces show them redacted), are not compared
+    clean_calls = [(n, {k: v for k, v in a.items() if a2.get(k) == v and not CREDENTIAL.search(k)})
+                   for (n, a), (_, a2) in zip(calls, calls2)]
     answers = [n for n in path if wf.answer(n) is not None]
     terminal = answers[-1] if answers else ""
     info: list[str] = []
