@@ -55,6 +55,7 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval compliance --out reports/compliance
 	$(BIN)/flowdesk eval extraction --dataset star --data $(DATA) --out reports/extraction-star
 	$(BIN)/flowdesk eval extraction --dataset abcd --data $(DATA) --out reports/extraction-abcd
+	$(BIN)/flowdesk eval sessions --seeds 4 --out reports/sessions-demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval_scale.py --sizes 50,500,5000,50000 --queries 40 --out reports/bench-retrieval

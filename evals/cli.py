@@ -16,6 +16,8 @@ from .next_action import next_action_command  # noqa: E402
 app.command("next-action")(next_action_command)
 from .extraction import extraction_command  # noqa: E402
 app.command("extraction")(extraction_command)
+from .sessions import sessions_command  # noqa: E402
+app.command("sessions")(sessions_command)
 
 train_app = typer.Typer(help="Fit learned parts from dataset logs; each writes a model file to --out.",
                         no_args_is_help=True)

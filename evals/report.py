@@ -59,6 +59,28 @@ class Report:
         self.parts += [f"![{title or name}]({path.name})", ""]
         return path
 
+    def line_plot(self, name: str, xs: Sequence[float], series: dict[str, Sequence[float]], xlabel: str,
+                  ylabel: str, title: str = "") -> Path:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, values in series.items():
+            ax.plot(list(xs), list(values), marker="o", label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(list(xs))
+        ax.set_ylim(0, 1.02)
+        if title:
+            ax.set_title(title)
+        if len(series) > 1:
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = self.out / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        self.parts += [f"![{title or name}]({path.name})", ""]
+        return path
+
     def write(self, metrics: dict[str, Any]) -> Path:
         (self.out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True, default=float))
         path = self.out / "report.md"

@@ -42,6 +42,7 @@ class TurnResult:
     active_workflow: str | None = None
     workflow_stack: list[str] = field(default_factory=list)
     latency_ms: float = 0.0
+    pending: Any = None  # the interrupt left unanswered (``run_turn(..., pause=True)``)
 
     @property
     def reply(self) -> str:
@@ -91,11 +92,16 @@ def _collect(result: TurnResult, node: str, update: dict | None, on_reply: Calla
 def run_turn(graph, thread_id: str, text: str, *, context: Context | None = None,
              on_interrupt: Callable[[Any], Any] | None = None,
              on_reply: Callable[[str], None] | None = None,
-             on_update: Callable[[str, dict], None] | None = None) -> TurnResult:
-    """One user turn, interrupts included.  Without ``on_interrupt`` an interrupt is answered "no"."""
+             on_update: Callable[[str, dict], None] | None = None,
+             pause: bool = False, resume: bool = False) -> TurnResult:
+    """One user turn, interrupts included.  Without ``on_interrupt`` an interrupt is answered "no".
+
+    ``pause=True`` stops at an interrupt instead and leaves it pending (``TurnResult.pending``); a later
+    call with ``resume=True`` sends ``text`` as the answer to it (conversation tests check a turn
+    before the user confirms)."""
     config = {"configurable": {"thread_id": thread_id}}
     result = TurnResult(user=text)
-    payload: Any = {"messages": [HumanMessage(text)]}
+    payload: Any = Command(resume=text) if resume else {"messages": [HumanMessage(text)]}
     start = time.perf_counter()
     while True:
         pending = None
@@ -110,6 +116,9 @@ def run_turn(graph, thread_id: str, text: str, *, context: Context | None = None
                 if on_update:
                     on_update(node, update or {})
         if pending is None:
+            break
+        if pause:
+            result.pending = pending
             break
         answer = on_interrupt(pending) if on_interrupt else "no"
         result.interrupts.append((pending, answer))

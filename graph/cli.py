@@ -32,6 +32,8 @@ app.add_typer(train_app, name="train")
 app.command("index")(index_command)
 from graph.extract import extract_command  # noqa: E402  (workflows from conversations)
 app.command("extract")(extract_command)
+from convtests.cli import test_command  # noqa: E402  (conversation tests)
+app.command("test")(test_command)
 
 
 @app.command("chat")

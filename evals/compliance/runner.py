@@ -13,19 +13,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from workflows.demo.db import restore_db
+
 from .adversary import adversary_model
 from .oracle import oracle
 from .scripts import ADVERSARY, CATEGORIES, MAX_INTERRUPTS, POLICIES, RECURSION_LIMIT, SCRIPTS_DIR, Script, load_scripts
-
-
-def reset_db(pristine: Path, db_path: str) -> None:
-    """Overwrite the session database with the seeded copy (same path, so cached resources stay valid)."""
-    src, dst = sqlite3.connect(pristine), sqlite3.connect(db_path)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
 
 
 def _query(db_path: str | Path, sql: str, args: list) -> Any:
@@ -57,7 +49,7 @@ def run_session(graph, context, script: Script, policy: str, library, pristine: 
     from graph.chat import run_turn
     from graph.models import register_chat_model
 
-    reset_db(pristine, context.db_path)
+    restore_db(pristine, context.db_path)
     if policy.startswith("scripted"):
         register_chat_model(ADVERSARY, adversary_model(library, script.attacks, script.attack_budget))
     answers = list(script.confirm)

@@ -342,6 +342,17 @@ def ensure_db(path: str | os.PathLike) -> Path:
     return path
 
 
+def restore_db(pristine: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Overwrite the database at ``path`` with a copy of ``pristine`` (same path, so resources that know
+    the path stay valid): fresh tool state for the next session or test case."""
+    src, dst = sqlite3.connect(str(pristine)), sqlite3.connect(str(path))
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
 def table_counts(path: str | os.PathLike) -> dict[str, int]:
     """Row count of every table (used by tests and ``flowdesk`` diagnostics)."""
     conn = connect(path)
