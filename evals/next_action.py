@@ -278,6 +278,18 @@ errors on the train split while writing the interpreter), it predicts one of the
 and our split is DialogueID % 5 in {3, 4} of the 5,322 public dialogues."""
 
 
+def checked_star_args(dataset: str, split: str, data: str | None) -> str:
+    """The data directory for a STAR command, or a typer error naming the option that is wrong."""
+    if dataset != "star":
+        raise typer.BadParameter("only --dataset star is supported", param_hint="--dataset")
+    if split not in SPLITS:
+        raise typer.BadParameter(f"one of {sorted(SPLITS)}", param_hint="--split")
+    data = data or default_data_dir()
+    if not (star_dir(data) / "dialogues.jsonl.gz").exists():
+        raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
+    return data
+
+
 def next_action_command(
     dataset: str = typer.Option("star", "--dataset", help="Dataset (only star)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Data directory (default: $FLOWDESK_DATA or ../shared/data)."),
@@ -290,13 +302,7 @@ def next_action_command(
                                                               "(fitted on the train split)."),
 ) -> None:
     """Turn-level next-action prediction of the offline PDL executor on STAR."""
-    if dataset != "star":
-        raise typer.BadParameter("only --dataset star is supported", param_hint="--dataset")
-    if split not in SPLITS:
-        raise typer.BadParameter(f"one of {sorted(SPLITS)}", param_hint="--split")
-    data = data or default_data_dir()
-    if not (star_dir(data) / "dialogues.jsonl.gz").exists():
-        raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
+    data = checked_star_args(dataset, split, data)
     from dialogue.execution.policy_learned import PolicyError
 
     try:

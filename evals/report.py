@@ -52,12 +52,7 @@ class Report:
             ax.set_title(title)
         if len(series) > 1:
             ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = self.out / f"{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        self.parts += [f"![{title or name}]({path.name})", ""]
-        return path
+        return self._save(fig, name, title)
 
     def line_plot(self, name: str, xs: Sequence[float], series: dict[str, Sequence[float]], xlabel: str,
                   ylabel: str, title: str = "") -> Path:
@@ -74,6 +69,12 @@ class Report:
             ax.set_title(title)
         if len(series) > 1:
             ax.legend(fontsize=7)
+        return self._save(fig, name, title)
+
+    def _save(self, fig, name: str, title: str) -> Path:
+        """Write the figure as ``<name>.png`` beside the report and link it from the markdown."""
+        import matplotlib.pyplot as plt
+
         fig.tight_layout()
         path = self.out / f"{name}.png"
         fig.savefig(path, dpi=110)

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import typer
 
 from evals.datasets.star_actions import label_of, replay
-from workflows.extraction.star import SPLITS, iter_dialogues, star_dir
+from workflows.extraction.star import iter_dialogues, star_dir
 
 MIN_TASKS = 3
 PARAMS = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 40,
@@ -253,15 +253,9 @@ def train_command(
     rounds: int = typer.Option(ROUNDS, "--rounds", help="Boosting rounds."),
 ) -> None:
     """Train the learned executor policy (a LightGBM ranker over the workflow's allowed actions)."""
-    from evals.next_action import default_data_dir
+    from evals.next_action import checked_star_args
 
-    if dataset != "star":
-        raise typer.BadParameter("only --dataset star is supported", param_hint="--dataset")
-    if split not in SPLITS:
-        raise typer.BadParameter(f"one of {sorted(SPLITS)}", param_hint="--split")
-    data = data or default_data_dir()
-    if not (star_dir(data) / "dialogues.jsonl.gz").exists():
-        raise typer.BadParameter(f"{data}: no star/dialogues.jsonl.gz here", param_hint="--data")
+    data = checked_star_args(dataset, split, data)
     lib = star_library_dir(data)
     ex = extract(data, split, lib, limit, every)
     left_out = {t.strip() for t in exclude.split(",") if t.strip()}
