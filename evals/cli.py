@@ -15,3 +15,8 @@ from .next_action import next_action_command  # noqa: E402
 app.command("next-action")(next_action_command)
 from .extraction import extraction_command  # noqa: E402
 app.command("extraction")(extraction_command)
+
+# ``flowdesk train ...``: fitting what the agent loads (on training splits only).
+train_app = typer.Typer(help="Fit the agent's learned parts on training splits.", no_args_is_help=True)
+from .switch_train import train_command  # noqa: E402
+train_app.command("switch")(train_command)

@@ -18,7 +18,7 @@ import sys  # noqa: E402
 
 import typer  # noqa: E402
 
-from evals.cli import app as eval_app  # noqa: E402
+from evals.cli import app as eval_app, train_app  # noqa: E402
 from graph.index_cli import index_command  # noqa: E402
 from workflows.cli import import_app, workflows_app  # noqa: E402
 
@@ -27,6 +27,7 @@ app = typer.Typer(help="flowdesk: a workflow agent that follows business workflo
 app.add_typer(workflows_app, name="workflows")
 app.add_typer(import_app, name="import")
 app.add_typer(eval_app, name="eval")
+app.add_typer(train_app, name="train")
 app.command("index")(index_command)
 from graph.extract import extract_command  # noqa: E402  (workflows from conversations)
 app.command("extract")(extract_command)

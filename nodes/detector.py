@@ -16,10 +16,12 @@ from langgraph.runtime import Runtime
 
 from dialogue.commands import dump
 from dialogue.frames import interrupted, top
+from dialogue.understanding.belief import revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
 from dialogue.understanding.policy_llm import decide
 from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn
+from dialogue.understanding.ranker import evidence, load_ranker
 from graph.context import Context
 from graph.resources import get_resources, model_for
 from graph.state import SCHEMA_VERSION, State, decision
@@ -54,6 +56,11 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "")
+    if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
+        _, agent, _ = split_history(messages)
+        ev = evidence(text, agent, retriever_scorer(res.retriever)(text))
+        seen = [f["workflow"] for f in stack]
+        commands += revision_commands(load_ranker(ctx.switch_model), frame, ev, res.library, seen, turn, commands)
     reading = reading_of(text)
     migrated = bool(state.get("turn")) and not state.get("version")
     if migrated:

@@ -14,7 +14,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import Clarify, StartFlow, dump
+from dialogue.understanding.belief import initial_belief
+from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
+from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State, active_workflow
@@ -39,18 +42,40 @@ def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
     return [{**by_name[name], "score": round(score, 6)} for name, score in ranking]
 
 
+def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
+             ) -> tuple[list[dict], dict[str, float]]:
+    """The candidates in the learned ranker's order (score = its logit) and the pick's belief."""
+    ranker = load_ranker(ctx.switch_model)
+    if ranker is None:
+        return candidates, {}
+    text, agent, _ = split_history(state.get("messages") or [])
+    lexical = [(c["workflow"], float(c["score"])) for c in
+               res.retriever.search(query, retriever="bm25", strategy="flat", top_k=DEPTH)]
+    ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical)
+    seen = [f["workflow"] for f in state.get("stack") or []]
+    scores = ranker.scores(ev, res.library, active_workflow(state), seen)
+    wfs = res.library.workflows
+    by_name = {c["workflow"]: c for c in candidates}
+    out = [{**by_name.get(n, {"workflow": n, "domain": wfs[n].domain, "role": wfs[n].role,
+                             "retriever": "bm25", "level": "flat"}), "score": round(s, 6)} for n, s in scores]
+    return out, initial_belief(scores)
+
+
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
     route = state.get("route") if ctx.strategy != "flat" else {"domains": [], "roles": []}
     if not route and ctx.strategy != "flat":  # the router did not run (a caller wired retriever alone)
         route = route_for(state, ctx)
-    depth = max(ctx.top_k, DEFAULT_PRIOR.depth) if ctx.context_prior else ctx.top_k
+    depth = max(ctx.top_k, DEFAULT_PRIOR.depth if ctx.context_prior else DEPTH if ctx.ranker else 0)
     query = query_of(state)
     candidates = res.retriever.search(query, retriever=ctx.retriever, strategy=ctx.strategy,
                                       representation=ctx.representation, top_k=depth, fusion=ctx.fusion,
                                       route=route or None)
-    if ctx.context_prior and candidates:
+    belief: dict[str, float] = {}
+    if ctx.ranker and candidates:
+        candidates, belief = _learned(state, ctx, res, query, candidates)
+    elif ctx.context_prior and candidates:
         candidates = _with_prior(state, res.library, candidates)
     candidates = candidates[:ctx.top_k]
     turn = int(state.get("turn") or 0)
@@ -59,7 +84,7 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         commands = [Clarify(options=options, turn=turn)]
     elif candidates:
         commands = [StartFlow(workflow=candidates[0]["workflow"], query=query, turn=turn, source="retriever",
-                              confidence=round(float(candidates[0].get("score", 0.0)), 6))]
+                              confidence=round(float(candidates[0].get("score", 0.0)), 6), belief=belief)]
     else:
         commands = []
     return {"candidates": candidates, "commands": dump(commands)}
