@@ -114,7 +114,19 @@ def clarify_first(state: dict) -> dict:
     return {"commands": dump([StartFlow(workflow=options[0], turn=turn, source="clarify")])} if options else {}
 
 
-def replay(loop: UnderstandingLoop, dlg: Dialogue) -> list[LoopTurn]:
+def teacher_stack(state: dict, gold: str | None, turn: int) -> dict:
+    """FlowSwitch's protocol through the same nodes: the previous turn's gold is the active workflow."""
+    from dialogue.frames import new_frame
+    from graph.state import active_workflow
+
+    if active_workflow(state) == gold:
+        return state
+    return {**state, "stack": [new_frame(gold, turn)] if gold else []}
+
+
+def replay(loop: UnderstandingLoop, dlg: Dialogue, teacher: bool = False) -> list[LoopTurn]:
+    """The dialogue's user turns as the agent understands them; ``teacher`` = the previous gold is made
+    active before each turn (the teacher-forced protocol, same code)."""
     from graph.state import active_workflow, decision, turn_commands
 
     state: dict = {"messages": []}
@@ -124,6 +136,8 @@ def replay(loop: UnderstandingLoop, dlg: Dialogue) -> list[LoopTurn]:
         if turn.speaker != "user":
             state = loop.agent_turn(state, turn.text)
             continue
+        if teacher:
+            state = teacher_stack(state, turn.prev_gold, int(state.get("turn") or 0))
         before = active_workflow(state)
         t0 = time.perf_counter()
         state = loop.user_turn(state, turn.text)
@@ -174,12 +188,12 @@ class LoopResult:
     seconds: float = 0.0
 
 
-def run_loop(dialogues: list[Dialogue], context, progress=None) -> LoopResult:
+def run_loop(dialogues: list[Dialogue], context, progress=None, teacher: bool = False) -> LoopResult:
     loop = UnderstandingLoop(context)
     res = LoopResult()
     t0 = time.perf_counter()
     for dlg in dialogues:
-        res.turns.extend(replay(loop, dlg))
+        res.turns.extend(replay(loop, dlg, teacher))
         if progress:
             progress()
     res.seconds = time.perf_counter() - t0
@@ -210,3 +224,107 @@ def stay_baseline(dialogues: list[Dialogue]) -> dict[str, Any]:
     recs = [TurnRecord(t.gold, t.prev_gold, [t.prev_gold] if t.prev_gold else [], "STAY", False, t.prev_gold, False)
             for d in dialogues for t in d.turns if t.speaker == "user" and t.scored]
     return compute(recs)
+
+
+# --- the closed-loop report ------------------------------------------------------------------------
+
+# The agent before this evaluation existed: hybrid RRF, no learned ranker, no revision (the "before").
+PREVIOUS_DEFAULT = {"ranker": False, "revise": False}
+HEADLINE = ("top1", "top3", "map", "searches_per_turn", "switch_recall", "switch_recall_no_first",
+            "revisions_per_turn", "top1_switch_turns", "top1_stay_turns")
+
+
+def chosen_on_train(switch_model: str = "") -> tuple[str, dict[str, Any]]:
+    """(label, Context overrides) of the configuration ``flowdesk train switch`` chose on train."""
+    from dialogue.understanding.ranker import load_ranker
+
+    ranker = load_ranker(switch_model or None)
+    chosen = (ranker.meta.get("chosen") if ranker is not None else None) or {}
+    return chosen.get("label", "Context defaults (no trained model)"), dict(chosen.get("context") or {})
+
+
+def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir, cache_dir, out, limit_note: str,
+                    show_progress: bool = True) -> dict[str, Any]:
+    from graph.context import Context
+
+    from .report import Report
+
+    oos = dataset != "star"
+    base = {"library": str(lib_dir), "store_dir": str(cache_dir / f"store-{dataset}-{split}"),
+            "detector_mode": "offline"}
+    default_ctx = Context(**base)
+    label, over = chosen_on_train(default_ctx.switch_model)
+    runs: dict[str, dict[str, Any]] = {}
+    configs = {"default": {}, "best": over, "before": PREVIOUS_DEFAULT, "teacher": {}}
+    done: dict[str, str] = {}  # identical Context → reuse the run
+    started = time.perf_counter()
+    for key, overrides in configs.items():
+        ctx = Context(**{**base, **overrides})
+        same = next((k for k, c in done.items() if c == repr(ctx) and key != "teacher"), None)
+        if same is not None:
+            runs[key] = runs[same]
+            continue
+        prog = None
+        if show_progress:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            prog.start()
+            task = prog.add_task(f"closed loop: {key}", total=len(dialogues))
+        try:
+            res = run_loop(dialogues, ctx, progress=(lambda: prog.advance(task)) if prog else None,
+                           teacher=key == "teacher")
+        finally:
+            if prog:
+                prog.stop()
+        runs[key] = {**loop_metrics(res.turns, oos), "seconds": res.seconds,
+                     "context": {k: getattr(ctx, k) for k in ("retriever", "fusion", "strategy", "context_prior",
+                                                              "ranker", "revise")}}
+        if key != "teacher":
+            done[key] = repr(ctx)
+    stay = stay_baseline(dialogues)
+    seconds = time.perf_counter() - started
+    n_turns = int(runs["default"]["turns"])
+    rep = Report(out, f"Live switching, closed loop — {dataset} ({split})")
+    rep.text(f"{len(dialogues)} dialogues, {n_turns} scored user turns{f' ({limit_note})' if limit_note else ''}. "
+             "**Closed loop**: the agent's own earlier decisions (active workflow, interrupted frames, the belief "
+             "behind each pick) feed every later turn, through the graph's understanding nodes (detector → router → "
+             "retriever → apply_commands; `evals/switch_loop.py`). Agent turns are the dataset's. Offline policy, "
+             f"no LLM. Run time {seconds:.0f} s. Reproduce: `flowdesk eval switch --dataset {dataset} --split {split} "
+             "--loop closed`; the FlowSwitch protocol (teacher-forced: the previous turn's gold is active) is "
+             "`--loop teacher`.")
+    rep.text(f"**default** = the agent's shipped configuration (`graph.context.Context` defaults); **best** = the "
+             f"configuration chosen on the train splits by `flowdesk train switch` ({label}); **before** = the agent "
+             "before the learned ranker and revision (hybrid RRF, self-generated query, no prior); **always STAY** = "
+             "the gold previous workflow on every turn (nothing on a dialogue's first turn); **teacher-forced** = the "
+             "default configuration under FlowSwitch's protocol (before each turn the previous turn's gold is made the "
+             "active workflow), through the same nodes.")
+    headers = ["", "top-1", "top-3", "MAP@5", "searches/turn", "switch R", "switch R (no first turns)",
+               "revisions/turn", "top-1 change turns", "top-1 stay turns"]
+    rows = [[k, *(runs[k][h] for h in HEADLINE)] for k in ("default", "best", "before")]
+    rows.append(["default, teacher-forced (FlowSwitch protocol)", *(runs["teacher"][h] for h in HEADLINE)])
+    rows.append(["always STAY (gold previous)", stay["top1"], stay["top3"], stay["map"], 0.0, 0.0, 0.0, 0.0,
+                 stay["top1_switch_turns"], stay["top1_stay_turns"]])
+    rep.table("Closed loop (dev)", headers, rows)
+    rep.table("Where the errors are (share of wrong turns; rate = share of all turns)",
+              ["category", *(f"{k} share" for k in ("default", "before")), *(f"{k} rate" for k in ("default", "before"))],
+              [[c, runs["default"]["error_shares"][c], runs["before"]["error_shares"][c],
+                runs["default"]["error_rates"][c], runs["before"]["error_rates"][c]] for c in ERROR_CATEGORIES])
+    if dataset == "sgd":
+        rep.text("Targets (SGD dev, closed loop, default): top-1 ≥ 0.85, MAP ≥ 0.88, ≤ 40% searching turns.")
+    if dataset == "star":
+        rep.text("Target (STAR dev, closed loop, default): top-1 ≥ 0.70.")
+    names = ["default", "best", "before", "always STAY"]
+    rep.bar_plot("closed_loop", names, {"top-1": [runs["default"]["top1"], runs["best"]["top1"], runs["before"]["top1"],
+                                                  stay["top1"]],
+                                        "MAP@5": [runs["default"]["map"], runs["best"]["map"], runs["before"]["map"],
+                                                  stay["map"]]}, "score", "Closed loop: top-1 and MAP@5")
+    rep.bar_plot("errors", list(ERROR_CATEGORIES), {k: [runs[k]["error_rates"][c] for c in ERROR_CATEGORIES]
+                                                    for k in ("default", "before")}, "share of turns",
+                 "Wrong turns by category (closed loop)")
+    summary = {k: runs["default"][k] for k in HEADLINE}
+    metrics = {"loop": "closed", "dataset": dataset, "split": split, "dialogues": len(dialogues), "turns": n_turns,
+               "summary": summary, "default": runs["default"], "best": {"label": label, **runs["best"]},
+               "before": runs["before"], "teacher": runs["teacher"], "always_stay": stay, "seconds": seconds, "sample": limit_note or None}
+    rep.write(metrics)
+    return metrics

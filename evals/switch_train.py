@@ -72,7 +72,9 @@ def training_rows(dialogues, context, progress=None) -> tuple[list[list[float]],
                     query, retriever=context.retriever, fusion=context.fusion, strategy="flat", top_k=DEPTH)]
                 lex = [(c["workflow"], c["score"]) for c in retriever.search(
                     query, retriever="bm25", strategy="flat", top_k=DEPTH)]
-                ev = evidence(text, agent, ret, lex)
+                den = [(c["workflow"], c["score"]) for c in retriever.search(
+                    query, retriever="dense", strategy="flat", top_k=DEPTH)]
+                ev = evidence(text, agent, ret, lex, den)
                 ctx_seen = seen + ([active] if active else [])
                 names = candidates(ev, [active] if active else [])
                 if turn.gold in names:

@@ -36,6 +36,7 @@ DEPTH = 10  # candidates taken from each ranking
 
 FEATURES = (
     "ret_norm", "ret_rr", "ret_top", "ret_margin", "lex_norm", "lex_rr", "lex_top", "lex_margin",
+    "den_raw", "den_rr", "den_top", "den_margin",
     "is_active", "same_role", "same_domain", "seen_role", "seen_workflow", "unseen_sibling",
     "verb_match", "verb_clash", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
 )
@@ -49,11 +50,13 @@ class Evidence:
     agent: str = ""  # the agent's message before it
     retrieval: tuple[tuple[str, float], ...] = ()  # the configured retriever's ranking, best first
     lexical: tuple[tuple[str, float], ...] = ()  # BM25's ranking, best first
+    dense: tuple[tuple[str, float], ...] = ()  # the dense retriever's ranking (cosine), best first; () = unknown
     offer: str = ""  # the offer the turn accepts ("" when none)
 
 
 def evidence(text: str, agent: str, retrieval: Sequence[tuple[str, float]],
-             lexical: Sequence[tuple[str, float]] | None = None) -> Evidence:
+             lexical: Sequence[tuple[str, float]] | None = None,
+             dense: Sequence[tuple[str, float]] = ()) -> Evidence:
     feats = lexical_features(text, agent)
     offer = ""
     if feats["accepts_offer"] and feats.get("offer_text"):
@@ -61,7 +64,7 @@ def evidence(text: str, agent: str, retrieval: Sequence[tuple[str, float]],
         offer = m.group(1) if m else str(feats["offer_text"])
     lexical = retrieval if lexical is None else lexical
     return Evidence(text, agent or "", tuple(map(tuple, retrieval[:DEPTH])), tuple(map(tuple, lexical[:DEPTH])),
-                    offer)
+                    tuple(map(tuple, dense[:DEPTH])), offer)
 
 
 def _rank_info(ranking: Sequence[tuple[str, float]], name: str) -> tuple[float, float, float, float]:
@@ -91,6 +94,13 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     f: dict[str, float] = {}
     f["ret_norm"], f["ret_rr"], f["ret_top"], f["ret_margin"] = _rank_info(ev.retrieval, name)
     f["lex_norm"], f["lex_rr"], f["lex_top"], f["lex_margin"] = _rank_info(ev.lexical, name)
+    if ev.dense:  # cosine is absolute: the raw value, not relative to the best
+        top = ev.dense[0][1]
+        raw = next((s for n, s in ev.dense if n == name), None)
+        _, f["den_rr"], f["den_top"], margin = _rank_info(ev.dense, name)
+        f["den_raw"] = float(raw) if raw is not None else float(ev.dense[-1][1])
+        other = next((s for n, s in ev.dense if n != name), top)
+        f["den_margin"] = (f["den_raw"] - other) if raw is not None else -1.0
     f["is_active"] = float(name == active)
     if wf is None:
         return {k: f.get(k, 0.0) for k in FEATURES}
@@ -120,7 +130,8 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
 
 def candidates(ev: Evidence, extra: Sequence[str] = ()) -> list[str]:
     """The workflows worth scoring: both rankings' top ``DEPTH`` and ``extra`` (active, alternatives)."""
-    names = [n for n, _ in ev.retrieval[:DEPTH]] + [n for n, _ in ev.lexical[:DEPTH]] + list(extra)
+    names = ([n for n, _ in ev.retrieval[:DEPTH]] + [n for n, _ in ev.lexical[:DEPTH]]
+             + [n for n, _ in ev.dense[:DEPTH]] + list(extra))
     return [n for n in dict.fromkeys(names) if n]
 
 
