@@ -2,7 +2,7 @@
 switching configuration there, closed loop.
 
 1. Rows: every scored user turn of SGD train and STAR train (DialogueID % 5 in {1, 2}) with a gold
-   workflow, read the way the retriever node reads it — the detector's self-generated query searched
+   workflow on which the offline detector searches, read the way the retriever node reads it — the detector's self-generated query searched
    with the configured retriever and with BM25, the conversation's structure from the previous turns'
    golds (teacher context) — one row per candidate (``dialogue.understanding.ranker.features``: no
    service, task or dataset is named), label "is the gold".
@@ -26,7 +26,7 @@ import typer
 
 from .datasets import default_data_dir, load_switch_dataset
 
-MARGINS = (1.0, 2.0, 3.0, 4.0, 6.0)
+MARGINS = (1.5, 3.0, 5.0)
 SOURCES = (("sgd", "train"), ("star", "train"))
 
 
@@ -37,8 +37,10 @@ def _context(dataset: str, lib_dir: Path, cache: Path, **over):
                    **over)
 
 
-def training_rows(dialogues, context, progress=None) -> tuple[list[list[float]], list[int], list[int]]:
-    """(X, y, group) over every scored turn whose gold is among the candidates."""
+def training_rows(dialogues, context, progress=None, detector_rows: list | None = None
+                  ) -> tuple[list[list[float]], list[int], list[int]]:
+    """(X, y, group) over every scored turn whose gold is among the candidates; ``detector_rows``
+    collects (linear features, gold changed) of the turns the detector's linear part decides."""
     from langchain_core.messages import AIMessage, HumanMessage
 
     from dialogue.understanding.features import split_history
@@ -66,6 +68,17 @@ def training_rows(dialogues, context, progress=None) -> tuple[list[list[float]],
                 active = turn.prev_gold
                 wf = library.workflows.get(active) if active else None
                 v = decide(msgs, active, wf, score, None, "offline")
+                if detector_rows is not None and "score" in v.features:
+                    f = v.features
+                    detector_rows.append(([f.get("request", 0.0), f.get("cue", 0.0), f.get("verb_shift", 0.0),
+                                           f.get("done", 0.0), f.get("accepts_offer", 0.0) * max(0.0, f["retrieval"]),
+                                           f["retrieval"], f.get("answer", 0.0)], int(turn.gold != turn.prev_gold)))
+                if v.action != "SEARCH":
+                    # The ranker is used where the detector searches: fit it on that distribution (on
+                    # every turn, the active workflow would be the answer two times in three).
+                    if turn.gold and turn.gold not in seen:
+                        seen.append(turn.gold)
+                    continue
                 query = v.search_query or v.self_query or turn.text
                 text, agent, _ = split_history(msgs)
                 ret = [(c["workflow"], c["score"]) for c in retriever.search(
@@ -103,6 +116,32 @@ def fit(X, y, C: float = 1.0) -> dict[str, Any]:
             "bias": round(float(model.intercept_[0]), 5)}
 
 
+RECALL_FLOOR = 0.85  # the detector's threshold: the most accurate one keeping this switch recall on train
+
+
+def fit_detector(rows: list) -> dict[str, Any]:
+    """Logistic weights of the detector's linear part; the threshold keeps ``RECALL_FLOOR`` recall."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from dialogue.understanding.policy_offline import LINEAR_FEATURES
+
+    X = np.array([r[0] for r in rows], dtype=float)
+    y = np.array([r[1] for r in rows])
+    model = LogisticRegression(max_iter=2000).fit(X, y)
+    z = X @ model.coef_[0] + model.intercept_[0]
+    best = (0.0, -1.0)
+    for thr in np.linspace(-3, 3, 61):
+        pred = z > thr
+        recall = float((pred & (y == 1)).sum() / max(1, (y == 1).sum()))
+        acc = float((pred == (y == 1)).mean())
+        if recall >= RECALL_FLOOR and acc > best[1]:
+            best = (float(thr), acc)
+    return {"weights": {k: round(float(w), 5) for k, w in zip(LINEAR_FEATURES, model.coef_[0])},
+            "bias": round(float(model.intercept_[0]), 5), "threshold": round(best[0], 3),
+            "train_accuracy": round(best[1], 4), "rows": len(rows)}
+
+
 def pick_accuracy(X, y, groups, ranker: dict) -> float:
     """Share of turns whose gold is the ranker's top candidate (on the rows it was fitted on)."""
     import numpy as np
@@ -128,6 +167,8 @@ LOOP_CANDIDATES: dict[str, dict[str, Any]] = {
                                               "context_prior": True},
     "ranker, no revision": {"ranker": True, "revise": False},
     **{f"ranker + revision (margin {m:g})": {"ranker": True, "revise": True, "_margin": m} for m in MARGINS},
+    **{f"ranker + revision (margin {m:g}) + learned detector": {"ranker": True, "revise": True, "_margin": m,
+                                                                "_detector": True} for m in (1.5, 3.0)},
 }
 
 
@@ -141,19 +182,22 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
     y: list = []
     groups: list = []
     loaded = {}
+    det_rows: list = []
     for name, split in SOURCES:
         every = sgd_every if name == "sgd" else star_every
         dialogues, lib_dir = load_switch_dataset(name, data, split, None, cache, False, every)
         sample = loop_every if name == "sgd" else star_loop_every
         loaded[name] = (lib_dir, load_switch_dataset(name, data, split, None, cache, False, sample)[0])
         ctx = _context(name, lib_dir, cache)
-        rows = training_rows(dialogues, ctx)
+        rows = training_rows(dialogues, ctx, detector_rows=det_rows)
         offset = (max(groups) + 1) if groups else 0
         X += rows[0]
         y += rows[1]
         groups += [g + offset for g in rows[2]]
         typer.echo(f"{name} {split}: {len(dialogues)} dialogues, {len(set(rows[2]))} turns, {len(rows[0])} rows")
     ranker = fit(X, y)
+    detector = fit_detector(det_rows)
+    typer.echo(f"detector fitted on {detector['rows']} turns: train accuracy {detector['train_accuracy']:.3f}")
     ranker["decay"] = 1.0
     ranker["revise_margin"] = MARGINS[len(MARGINS) // 2]
     fitted = {"rows": len(X), "turns": len(set(groups)), "pick_accuracy_train": pick_accuracy(X, y, groups, ranker)}
@@ -165,25 +209,30 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
     for label, over in LOOP_CANDIDATES.items():
         over = dict(over)
         margin = over.pop("_margin", ranker["revise_margin"])
-        cand_path = tmp / f"margin-{margin:g}.json"
-        write_model(cand_path, {**ranker, "revise_margin": margin}, {})
+        learned = over.pop("_detector", False)
+        cand_path = tmp / f"margin-{margin:g}{'-learned' if learned else ''}.json"
+        write_model(cand_path, {**ranker, "revise_margin": margin}, {"detector": detector} if learned else {})
         per = {}
         for name, (lib_dir, dialogues) in loaded.items():
             ctx = _context(name, lib_dir, cache, switch_model=str(cand_path), **over)
             m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
             per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "switch_recall", "revisions_per_turn")}
-        results[label] = {"overrides": {**over, **({"revise_margin": margin} if over.get("revise") else {})},
+        results[label] = {"overrides": {**over, **({"revise_margin": margin} if over.get("revise") else {}),
+                                        **({"learned_detector": True} if learned else {})},
                           "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / len(per)}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(f"{n} top-1 {p['top1']:.3f}" for n, p in per.items()))
     chosen = max(results, key=lambda k: results[k]["top1_mean"])
     over = results[chosen]["overrides"]
     if "revise_margin" in over:
         ranker["revise_margin"] = over["revise_margin"]
-    chosen_context = {k: v for k, v in over.items() if k != "revise_margin"}
+    chosen_context = {k: v for k, v in over.items() if k not in ("revise_margin", "learned_detector")}
     extra = {"trained_on": {"sgd": f"train, every {sgd_every}th dialogue", "star": f"train (DialogueID % 5 in 1,2), every {star_every}th dialogue"},
              "fit": fitted, "chosen": {"label": chosen, "context": chosen_context},
              "command": f"flowdesk train switch --sgd-every {sgd_every} --star-every {star_every} "
                         f"--loop-every {loop_every} --star-loop-every {star_loop_every}"}
+    if over.get("learned_detector"):
+        extra["detector"] = detector
+    extra["detector_fit"] = detector  # recorded either way (used by the agent only when chosen)
     write_model(model_path, ranker, extra)
     metrics = {"summary": {"chosen": chosen, **results[chosen]}, "candidates": results, "fit": fitted,
                "seconds": time.perf_counter() - started}
@@ -214,10 +263,10 @@ def train_command(
     data: Path = typer.Option(None, help="Data directory (default $FLOWDESK_DATA or ../shared/data)."),
     out: Path = typer.Option(Path("reports/switch-train"), help="Report folder."),
     model: Path = typer.Option(None, help="Where to write the model (default: the bundled switch_model.json)."),
-    sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the ranker's rows."),
-    star_every: int = typer.Option(3, help="STAR train: every k-th dialogue for the ranker's rows."),
-    loop_every: int = typer.Option(40, help="SGD train: every k-th dialogue for the closed-loop choice."),
-    star_loop_every: int = typer.Option(5, help="STAR train: every k-th dialogue for the closed-loop choice."),
+    sgd_every: int = typer.Option(40, help="SGD train: every k-th dialogue for the ranker's rows."),
+    star_every: int = typer.Option(10, help="STAR train: every k-th dialogue for the ranker's rows."),
+    loop_every: int = typer.Option(100, help="SGD train: every k-th dialogue for the closed-loop choice."),
+    star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
 ) -> None:
     """Fit the switch ranker on SGD/STAR train and choose the switching configuration closed loop."""
     from dialogue.understanding.ranker import MODEL_PATH

@@ -20,7 +20,7 @@ from dialogue.understanding.belief import revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
 from dialogue.understanding.policy_llm import decide
-from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn
+from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn, learned_params
 from dialogue.understanding.ranker import evidence, load_ranker
 from graph.context import Context
 from graph.resources import get_resources, model_for
@@ -48,8 +48,10 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     model = model_for(ctx, "detector") if ctx.detector_mode != "offline" else None
     started = time.perf_counter()
     messages = state.get("messages") or []
+    ranker = load_ranker(ctx.switch_model)
+    params = learned_params(ranker.meta.get("detector") if ranker is not None else None)
     v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
-               ctx.detector_mode, model)
+               ctx.detector_mode, model, params)
     turn = int(state.get("turn") or 0) + 1
     text, _, _ = split_history(messages)
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]
@@ -60,7 +62,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, retriever_scorer(res.retriever)(text))
         seen = [f["workflow"] for f in stack]
-        commands += revision_commands(load_ranker(ctx.switch_model), frame, ev, res.library, seen, turn, commands)
+        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands)
     reading = reading_of(text)
     migrated = bool(state.get("turn")) and not state.get("version")
     if migrated:

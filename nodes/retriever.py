@@ -51,9 +51,15 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     text, agent, _ = split_history(state.get("messages") or [])
     lexical = [(c["workflow"], float(c["score"])) for c in
                res.retriever.search(query, retriever="bm25", strategy="flat", top_k=DEPTH)]
-    ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical)
-    seen = [f["workflow"] for f in state.get("stack") or []]
-    scores = ranker.scores(ev, res.library, active_workflow(state), seen)
+    dense = [(c["workflow"], float(c["score"])) for c in
+             res.retriever.search(query, retriever="dense", strategy="flat", top_k=DEPTH)]
+    ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical, dense)
+    stack = state.get("stack") or []
+    seen = [f["workflow"] for f in stack]
+    active = active_workflow(state)
+    # The active workflow and its pick's alternatives compete too (a search may find the same task).
+    extra = ([active] if active else []) + list((stack[-1].get("belief") or {}) if active else [])
+    scores = ranker.scores(ev, res.library, active, seen, extra)
     wfs = res.library.workflows
     by_name = {c["workflow"]: c for c in candidates}
     out = [{**by_name.get(n, {"workflow": n, "domain": wfs[n].domain, "role": wfs[n].role,

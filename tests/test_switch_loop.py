@@ -135,3 +135,16 @@ def test_correction_is_recognised():
     assert is_correction("No, I meant the reservation, not the search")
     assert is_correction("that's not what I asked, I want to track it")
     assert not is_correction("No thanks, that's all")
+
+
+def test_default_configuration_is_the_one_chosen_on_train():
+    from dialogue.understanding.ranker import FEATURES, load_ranker
+    from evals.switch_loop import chosen_on_train
+    from graph.context import Context
+
+    ranker = load_ranker()
+    assert ranker is not None and len(ranker.weights) == len(FEATURES)
+    label, overrides = chosen_on_train()
+    assert label and isinstance(overrides, dict)
+    ctx = Context()
+    assert {k: getattr(ctx, k) for k in overrides} == overrides, f"Context defaults differ from {label!r}"
