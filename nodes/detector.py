@@ -50,8 +50,9 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     messages = state.get("messages") or []
     ranker = load_ranker(ctx.switch_model)
     params = learned_params(ranker.meta.get("detector") if ranker is not None else None)
+    roles = {name: w.role for name, w in res.library.workflows.items()}
     v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
-               ctx.detector_mode, model, params)
+               ctx.detector_mode, model, params, roles=roles)
     turn = int(state.get("turn") or 0) + 1
     text, _, _ = split_history(messages)
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]

@@ -88,7 +88,9 @@ def _squash(x: float) -> float:
 
 
 def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, score: ScoreFn | None = None,
-                   pending: str | None = None, params: Params = DEFAULT_PARAMS) -> Verdict:
+                   pending: str | None = None, params: Params = DEFAULT_PARAMS,
+                   roles: dict[str, str] | None = None) -> Verdict:
+    """``roles``: workflow name -> role, for the digression rule (without it the rule does not fire)."""
     turn, agent, earlier = split_history(messages)
     feats = lexical_features(turn, agent, workflow, pending)
     in_scope_request = feats["cue"] or feats["accepts_offer"] or (feats["request"] and not feats["closing"])
@@ -131,10 +133,13 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
         fx["slot_update"] = 1.0
         return verdict("STAY", 0.8, why=f"a new slot value for {active}")
     # A digression: while the workflow waits for an answer the user asks or requests something the
-    # active workflow's own words do not cover, and retrieval clearly prefers another workflow.
+    # active workflow's own words do not cover, and retrieval clearly prefers a workflow of another
+    # role (a side remark near the active task — "is parking free there?" — is not a new task).
     fx["foreign"] = foreign_share(turn, workflow)
     asks = bool(QUESTION.search(turn)) or bool(feats["request"]) or bool(feats["cue"])
-    if params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and ret >= 0.5:
+    elsewhere = bool(info.get("top")) and (roles or {}).get(info.get("top")) not in (None, workflow.role)
+    if params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and ret >= 0.5 \
+            and elsewhere:
         return verdict("SEARCH", 0.8, why=f"a digression: another workflow fits better ({info.get('top')})")
     s = (params.w_request * feats["request"] + params.w_cue * feats["cue"] + params.w_verb * feats["verb_shift"]
          + params.w_done * feats["done"]
