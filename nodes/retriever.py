@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import Clarify, StartFlow, dump
-from dialogue.understanding.belief import initial_belief
+from dialogue.understanding.belief import initial_belief, side_question
 from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
@@ -60,6 +60,8 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     # The active workflow and its pick's alternatives compete too (a search may find the same task).
     extra = ([active] if active else []) + list((stack[-1].get("belief") or {}) if active else [])
     scores = ranker.scores(ev, res.library, active, seen, extra)
+    if active and scores and side_question(text, stack[-1], scores[0][0], res.library):
+        scores = sorted(scores, key=lambda x: x[0] != active)  # stable: the active first, the rest as ranked
     wfs = res.library.workflows
     by_name = {c["workflow"]: c for c in candidates}
     out = [{**by_name.get(n, {"workflow": n, "domain": wfs[n].domain, "role": wfs[n].role,

@@ -70,3 +70,19 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
         why = "the user corrects the pick" if is_correction(ev.text) else "later turns fit it better"
         return [ReviseFlow(workflow=target, previous=active, belief=belief, reason=why, turn=turn)]
     return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
+
+
+def side_question(text: str, frame: dict | None, pick: str | None, library) -> bool:
+    """A question about the task at hand, not a new task: the active frame waits for an answer, the
+    turn asks something without requesting anything, and the search found a sibling of the active
+    workflow (same role).  The pick then stays with the active workflow (the executor answers the
+    side question and asks again)."""
+    from .features import QUESTION, REQUEST
+
+    if not frame or frame.get("status") != "active" or not frame.get("asked") or not pick:
+        return False
+    active = library.workflows.get(frame.get("workflow") or "")
+    other = library.workflows.get(pick)
+    if active is None or other is None or pick == active.name or other.role != active.role:
+        return False
+    return bool(QUESTION.search(text)) and not REQUEST.search(text)
