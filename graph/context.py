@@ -127,7 +127,7 @@ class Context:
     # `flowdesk train switch`) orders the retriever's candidates and keeps a belief that later turns
     # can revise; the closed-loop evaluation chose it on the train splits (reports/switch-*).
     ranker: bool = field(default=True, metadata={
-        "description": "Order search results with the learned switch ranker (retrieval + conversation features)."})
+        "description": "Use the learned switch model: its detector weights, and its ranker to order search results."})
     revise: bool = field(default=True, metadata={
         "description": "Re-verify the active workflow on later turns and revise a pick the evidence overturns."})
     switch_model: str = field(default="", metadata={

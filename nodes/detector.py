@@ -48,7 +48,8 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     model = model_for(ctx, "detector") if ctx.detector_mode != "offline" else None
     started = time.perf_counter()
     messages = state.get("messages") or []
-    ranker = load_ranker(ctx.switch_model)
+    # The learned switch model (ranker, belief, detector weights) is on with Context.ranker.
+    ranker = load_ranker(ctx.switch_model) if ctx.ranker else None
     params = learned_params(ranker.meta.get("detector") if ranker is not None else None)
     roles = {name: w.role for name, w in res.library.workflows.items()}
     v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
