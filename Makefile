@@ -11,7 +11,7 @@ export LANGGRAPH_NO_VERSION_CHECK := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test test-fast test-faults index evals bench clean executor-model
+.PHONY: install run test test-fast test-faults index evals train bench clean executor-model
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -44,18 +44,26 @@ index: $(STAMP)
 executor-model: $(STAMP)
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --out dialogue/execution/models/executor_policy.json
 
-# Every evaluation in reports/ (about 30 minutes on 2 cores).
+# Every evaluation in reports/ (about an hour on 2 cores).  Switching: closed loop (what users meet) is
+# the headline; `--loop teacher` keeps FlowSwitch's teacher-forced protocol for comparison.
 evals: $(STAMP)
-	$(BIN)/flowdesk eval switch --dataset sgd --split dev --data $(DATA) --out reports/switch-sgd
-	$(BIN)/flowdesk eval switch --dataset sgd --split dev --every 20 --configs dense --data $(DATA) --out reports/switch-sgd-dense-sample
-	$(BIN)/flowdesk eval switch --dataset star --split dev --data $(DATA) --out reports/switch-star
-	$(BIN)/flowdesk eval switch --dataset star --split dev --every 7 --configs dense --data $(DATA) --out reports/switch-star-dense-sample
-	$(BIN)/flowdesk eval switch --dataset flowbench-samples --data $(DATA) --out reports/switch-flowbench-samples
+	$(BIN)/flowdesk eval switch --dataset sgd --split dev --loop closed --data $(DATA) --out reports/switch-sgd
+	$(BIN)/flowdesk eval switch --dataset star --split dev --loop closed --data $(DATA) --out reports/switch-star
+	$(BIN)/flowdesk eval switch --dataset flowbench-samples --loop closed --data $(DATA) --out reports/switch-flowbench-samples
+	$(BIN)/flowdesk eval switch --dataset sgd --split dev --loop teacher --data $(DATA) --out reports/switch-sgd-teacher
+	$(BIN)/flowdesk eval switch --dataset star --split dev --loop teacher --data $(DATA) --out reports/switch-star-teacher
+	$(BIN)/flowdesk eval switch --dataset sgd --split dev --loop teacher --every 20 --configs dense --data $(DATA) --out reports/switch-sgd-dense-sample
+	$(BIN)/flowdesk eval switch --dataset star --split dev --loop teacher --every 7 --configs dense --data $(DATA) --out reports/switch-star-dense-sample
 	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --out reports/next-action-star
 	$(BIN)/flowdesk eval compliance --out reports/compliance
 	$(BIN)/flowdesk eval extraction --dataset star --data $(DATA) --out reports/extraction-star
 	$(BIN)/flowdesk eval extraction --dataset abcd --data $(DATA) --out reports/extraction-abcd
 	$(BIN)/flowdesk eval sessions --seeds 4 --out reports/sessions-demo
+
+# Refit the switch ranker/detector on SGD train + STAR train and choose the switching configuration
+# there (closed loop); writes dialogue/understanding/switch_model.json and reports/switch-train.
+train: $(STAMP)
+	$(BIN)/flowdesk train switch --data $(DATA) --out reports/switch-train
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval_scale.py --sizes 50,500,5000,50000 --queries 40 --out reports/bench-retrieval

@@ -49,6 +49,7 @@ class Frame(TypedDict, total=False):
     asked: list[str]  # what the last question asked for: slot names or condition keys
     conditions: dict[str, bool]  # the user's answers to natural-language conditions (condition_key -> bool)
     started: int  # the turn the instance started in
+    belief: dict[str, float]  # the pick's alternatives and their log-probabilities (understanding.belief)
 
 
 def new_frame(workflow: str, turn: int, slots: dict[str, Any] | None = None) -> Frame:

@@ -32,7 +32,12 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
         wf = workflows.get(frame.get("workflow") or "")
         return invalidate(wf, frame, changed) if wf is not None else None
 
-    return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale)
+    def slots_of(name: str) -> frozenset[str]:
+        wf = workflows.get(name)
+        return frozenset(s.name for s in wf.slots) if wf is not None else frozenset()
+
+    return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale,
+                    slots_of=slots_of)
 
 
 def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: dict, kinds: set[str],

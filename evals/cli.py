@@ -1,5 +1,5 @@
-"""``flowdesk eval ...``: evaluation runners (switch, next-action, compliance, extraction); ``flowdesk train
-...``: fitting the learned parts from dataset logs (executor)."""
+"""``flowdesk eval ...``: evaluation runners (switch, next-action, compliance, extraction, sessions);
+``flowdesk train ...``: fitting the agent's learned parts on training splits (switch ranker, executor)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,11 @@ app.command("extraction")(extraction_command)
 from .sessions import sessions_command  # noqa: E402
 app.command("sessions")(sessions_command)
 
-train_app = typer.Typer(help="Fit learned parts from dataset logs; each writes a model file to --out.",
+# ``flowdesk train ...``: fitting what the agent loads (on training splits only); each writes a model file.
+train_app = typer.Typer(help="Fit the agent's learned parts on training splits; each writes a model file.",
                         no_args_is_help=True)
 
-
-@train_app.callback()
-def _train() -> None:
-    """Fit learned parts from dataset logs (a group even with one command: ``flowdesk train executor``)."""
-
-
-from .train_executor import train_command  # noqa: E402
-train_app.command("executor")(train_command)
+from .switch_train import train_command as train_switch  # noqa: E402
+train_app.command("switch")(train_switch)
+from .train_executor import train_command as train_executor  # noqa: E402
+train_app.command("executor")(train_executor)

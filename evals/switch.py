@@ -309,7 +309,7 @@ def _rich_progress():
 def evaluate(dataset: str, split: str, data: Path, out: Path, limit: int | None, configs: str,
              detector_mode: str = "offline", detector_model: str = "offline", single_task: bool = False,
              cache_dir: Path | None = None, do_tune: bool = False, show_progress: bool = True,
-             every: int = 1) -> dict:
+             every: int = 1, loop: str = "closed") -> dict:
     from graph.context import Context
     from graph.models import chat_model
     from memory.retrieval import build_retriever
@@ -323,6 +323,12 @@ def evaluate(dataset: str, split: str, data: Path, out: Path, limit: int | None,
         from .datasets.flowbench import load as load_fb, uuid_names
 
         dialogues = load_fb(Path(data), limit, uuid_names(library))
+    sample = (f"every {every}th dialogue" if every > 1 else "") + (f", first {limit}" if limit else "")
+    if loop == "closed":
+        from .switch_loop import evaluate_closed
+
+        return evaluate_closed(dataset, split, dialogues, lib_dir, cache_dir, Path(out), sample.strip(", "),
+                               show_progress)
     multi_rep = dataset == "flowbench-samples"
     cfgs = parse_configs(configs, multi_rep)
     ctx = Context(library=str(lib_dir), store_dir=str(cache_dir / f"store-{dataset}-{split}"),
@@ -376,7 +382,7 @@ def write_report(out: Path, dataset: str, split: str, n_dialogues: int, cfgs: li
     from .report import Report
 
     split = "10 samples" if dataset == "flowbench-samples" else split
-    rep = Report(out, f"Switch detection + workflow retrieval — {dataset} ({split})")
+    rep = Report(out, f"Switch detection + workflow retrieval, teacher-forced (FlowSwitch protocol) — {dataset} ({split})")
     n_turns = len(turns)
     changes = sum(t.gold != t.prev_gold for t in turns)
     oos = sum(t.gold is None for t in turns)
@@ -414,7 +420,8 @@ def write_report(out: Path, dataset: str, split: str, n_dialogues: int, cfgs: li
     rep.bar_plot("switch", names, {"switch recall": [results[n]["switch_recall"] for n in names],
                                    "searches/turn": [results[n]["searches_per_turn"] for n in names]},
                  "rate", "Switch recall and search rate by configuration")
-    metrics = {"dataset": dataset, "split": split, "dialogues": n_dialogues, "turns": n_turns,
+    metrics = {"loop": "teacher", "summary": {"config": best, **(results.get(best) or {})} if best else {},
+               "dataset": dataset, "split": split, "dialogues": n_dialogues, "turns": n_turns,
                "gold_changes": changes, "out_of_scope_golds": oos, "detector_mode": detector_mode,
                "seconds": seconds, "configs": results, "limit": limit,
                "best": {"config": best, **(results.get(best) or {})} if best else None,
@@ -439,6 +446,8 @@ def switch_command(
     detector_model: str = typer.Option("offline", help="provider:model for the llm/cascade detector."),
     single_task: bool = typer.Option(False, help="STAR: include single-task dialogues too."),
     tune_detector: bool = typer.Option(False, "--tune", help="Grid-search the offline detector (train splits)."),
+    loop: str = typer.Option("closed", help="closed: the agent's own decisions feed later turns (what users meet); "
+                             "teacher: FlowSwitch's turn-level protocol (the previous gold is active)."),
 ) -> None:
     """FlowSwitch switch detection + retrieval evaluation; writes report.md, metrics.json and plots."""
     if dataset not in DATASETS:
@@ -448,9 +457,19 @@ def switch_command(
         raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
     if tune_detector and split != "train":
         raise typer.BadParameter("--tune only runs on a train split (dev stays untouched)")
-    out = Path(out) if out else Path("reports") / f"switch-{dataset}"
+    if loop not in ("closed", "teacher"):
+        raise typer.BadParameter("--loop must be closed or teacher")
+    if tune_detector:
+        loop = "teacher"  # the grid search replays the teacher-forced protocol
+    out = Path(out) if out else Path("reports") / (f"switch-{dataset}" + ("-teacher" if loop == "teacher" else ""))
     m = evaluate(dataset, split, data, out, limit, configs, detector_mode, detector_model, single_task,
-                 do_tune=tune_detector, every=every)
+                 do_tune=tune_detector, every=every, loop=loop)
+    if loop == "closed":
+        d = m["default"]
+        typer.echo(f"{m['turns']} turns, closed loop, default: top-1 {d['top1']:.3f} MAP {d['map']:.3f} "
+                   f"searches/turn {d['searches_per_turn']:.3f}; always STAY {m['always_stay']['top1']:.3f} "
+                   f"→ {out / 'report.md'}")
+        return
     best = m.get("best") or {}
     typer.echo(f"{m['turns']} turns; best {best.get('config')}: top-1 {best.get('top1', float('nan')):.3f} "
                f"MAP {best.get('map', float('nan')):.3f} switch recall {best.get('switch_recall', float('nan')):.3f} "

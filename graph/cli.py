@@ -18,8 +18,7 @@ import sys  # noqa: E402
 
 import typer  # noqa: E402
 
-from evals.cli import app as eval_app  # noqa: E402
-from evals.cli import train_app  # noqa: E402
+from evals.cli import app as eval_app, train_app  # noqa: E402
 from graph.index_cli import index_command  # noqa: E402
 from workflows.cli import import_app, workflows_app  # noqa: E402
 

@@ -133,6 +133,15 @@ class Context:
     context_prior: bool = field(default=False, metadata={
         "description": "Re-rank search results with the conversation's context (active role, roles used before). "
                        "Tuned on BM25/dense/score-fused scores; RRF's compressed scores let the prior dominate."})
+    # The learned ranker (dialogue/understanding/switch_model.json, fitted on SGD/STAR train by
+    # `flowdesk train switch`) orders the retriever's candidates and keeps a belief that later turns
+    # can revise; the closed-loop evaluation chose it on the train splits (reports/switch-*).
+    ranker: bool = field(default=True, metadata={
+        "description": "Use the learned switch model: its detector weights, and its ranker to order search results."})
+    revise: bool = field(default=True, metadata={
+        "description": "Re-verify the active workflow on later turns and revise a pick the evidence overturns."})
+    switch_model: str = field(default="", metadata={
+        "description": "The switch ranker's weights file ('' = the bundled dialogue/understanding/switch_model.json)."})
     clarify_margin: float = field(default=0.0, metadata={
         "description": "Ask a clarifying question when the top-2 fused scores differ by less than this (0 = never).",
         "min": 0.0, "max": 1000.0})

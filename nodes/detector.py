@@ -17,10 +17,12 @@ from langgraph.runtime import Runtime
 
 from dialogue.commands import NotUnderstood, dump
 from dialogue.frames import interrupted, top
+from dialogue.understanding.belief import revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
 from dialogue.understanding.policy_llm import decide
-from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn
+from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn, learned_params
+from dialogue.understanding.ranker import evidence, load_ranker
 from graph.context import Context
 from graph.resources import get_resources, model_for
 from graph.state import SCHEMA_VERSION, State, decision
@@ -61,12 +63,21 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not reads_as_language(text, res.known_word, expecting_value=bool(asked)):
         return not_language(text, turn, active)
     model = model_for(ctx, "detector") if ctx.detector_mode != "offline" else None
+    # The learned switch model (ranker, belief, detector weights) is on with Context.ranker.
+    ranker = load_ranker(ctx.switch_model) if ctx.ranker else None
+    params = learned_params(ranker.meta.get("detector") if ranker is not None else None)
+    roles = {name: w.role for name, w in res.library.workflows.items()}
     v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
-               ctx.detector_mode, model)
+               ctx.detector_mode, model, params, roles=roles)
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "")
+    if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
+        _, agent, _ = split_history(messages)
+        ev = evidence(text, agent, retriever_scorer(res.retriever)(text))
+        seen = [f["workflow"] for f in stack]
+        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands)
     reading = reading_of(text)
     migrated = bool(state.get("turn")) and not state.get("version")
     if migrated:

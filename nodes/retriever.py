@@ -14,12 +14,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import Clarify, StartFlow, dump
+from dialogue.understanding.belief import initial_belief, side_question
+from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
+from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State, active_workflow, search_query_of
-
-
 
 def too_close(candidates: list[dict], margin: float) -> list[str]:
     """Names of the candidates within ``margin`` of the best (empty unless at least two are)."""
@@ -29,7 +30,6 @@ def too_close(candidates: list[dict], margin: float) -> list[str]:
     close = [c["workflow"] for c in candidates if best - c["score"] < margin]
     return close if len(close) >= 2 else []
 
-
 def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
     by_name = {c["workflow"]: c for c in candidates}
     seen = [f["workflow"] for f in state.get("stack") or []]
@@ -37,17 +37,45 @@ def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
                              active_workflow(state), seen, rerank_text(state.get("messages") or []))
     return [{**by_name[name], "score": round(score, 6)} for name, score in ranking]
 
+def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
+             ) -> tuple[list[dict], dict[str, float]]:
+    """The candidates in the learned ranker's order (score = its logit) and the pick's belief."""
+    ranker = load_ranker(ctx.switch_model)
+    if ranker is None:
+        return candidates, {}
+    text, agent, _ = split_history(state.get("messages") or [])
+    lexical = [(c["workflow"], float(c["score"])) for c in
+               res.retriever.search(query, retriever="bm25", strategy="flat", top_k=DEPTH)]
+    dense = [(c["workflow"], float(c["score"])) for c in
+             res.retriever.search(query, retriever="dense", strategy="flat", top_k=DEPTH)]
+    ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical, dense)
+    stack = state.get("stack") or []
+    seen = [f["workflow"] for f in stack]
+    active = active_workflow(state)
+    # The active workflow and its pick's alternatives compete too (a search may find the same task).
+    extra = ([active] if active else []) + list((stack[-1].get("belief") or {}) if active else [])
+    scores = ranker.scores(ev, res.library, active, seen, extra)
+    if active and scores and side_question(text, stack[-1], scores[0][0], res.library):
+        scores = sorted(scores, key=lambda x: x[0] != active)  # stable: the active first, the rest as ranked
+    wfs = res.library.workflows
+    by_name = {c["workflow"]: c for c in candidates}
+    out = [{**by_name.get(n, {"workflow": n, "domain": wfs[n].domain, "role": wfs[n].role,
+                             "retriever": "bm25", "level": "flat"}), "score": round(s, 6)} for n, s in scores]
+    return out, initial_belief(scores)
 
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
     route = state.get("route") if ctx.strategy != "flat" else None  # the router ran before (graph/agent.py)
-    depth = max(ctx.top_k, DEFAULT_PRIOR.depth) if ctx.context_prior else ctx.top_k
+    depth = max(ctx.top_k, DEFAULT_PRIOR.depth if ctx.context_prior else DEPTH if ctx.ranker else 0)
     query = search_query_of(state)
     candidates = res.retriever.search(query, retriever=ctx.retriever, strategy=ctx.strategy,
                                       representation=ctx.representation, top_k=depth, fusion=ctx.fusion,
                                       route=route or None)
-    if ctx.context_prior and candidates:
+    belief: dict[str, float] = {}
+    if ctx.ranker and candidates:
+        candidates, belief = _learned(state, ctx, res, query, candidates)
+    elif ctx.context_prior and candidates:
         candidates = _with_prior(state, res.library, candidates)
     candidates = candidates[:ctx.top_k]
     turn = int(state.get("turn") or 0)
@@ -56,7 +84,7 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         commands = [Clarify(options=options, turn=turn)]
     elif candidates:
         commands = [StartFlow(workflow=candidates[0]["workflow"], query=query, turn=turn, source="retriever",
-                              confidence=round(float(candidates[0].get("score", 0.0)), 6))]
+                              confidence=round(float(candidates[0].get("score", 0.0)), 6), belief=belief)]
     else:
         commands = []
     return {"candidates": candidates, "commands": dump(commands)}

@@ -172,7 +172,8 @@ def _run(tmp_path, *args):
 @pytest.mark.slow
 @needs_data
 def test_smoke_flowbench_samples(tmp_path):
-    m = _run(tmp_path, "--dataset", "flowbench-samples", "--configs", "bm25/flat/text/*/on,bm25/flat/text/Last1/off")
+    m = _run(tmp_path, "--dataset", "flowbench-samples", "--loop", "teacher",
+             "--configs", "bm25/flat/text/*/on,bm25/flat/text/Last1/off")
     assert m["turns"] == 10 and m["out_of_scope_golds"] == 2
     assert m["best"]["config"] in m["configs"] and 0.0 <= m["best"]["top1"] <= 1.0
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "top1_map.png").exists()
@@ -181,9 +182,26 @@ def test_smoke_flowbench_samples(tmp_path):
 @pytest.mark.data
 @needs_data
 def test_smoke_sgd_dev_limit_20(tmp_path):
-    m = _run(tmp_path, "--dataset", "sgd", "--split", "dev", "--limit", "20",
+    m = _run(tmp_path, "--dataset", "sgd", "--split", "dev", "--limit", "20", "--loop", "teacher",
              "--configs", "bm25/flat/text/SelfGen/on,bm25/flat/text/Last1/off")
     base, det = m["configs"]["bm25/flat/text/Last1/off"], m["configs"]["bm25/flat/text/SelfGen/on"]
     assert m["dialogues"] == 20 and base["searches_per_turn"] == 1.0
     assert det["searches_per_turn"] < 0.7  # the detector saves searches
     assert det["top1"] > base["top1"]  # and staying beats re-retrieving on every turn
+
+
+@pytest.mark.data
+@needs_data
+def test_closed_loop_report_on_sgd_dev_limit_8(tmp_path):
+    m = _run(tmp_path, "--dataset", "sgd", "--split", "dev", "--limit", "8")
+    assert m["loop"] == "closed" and m["dialogues"] == 8
+    for key in ("default", "best", "before", "teacher"):
+        r = m[key]
+        assert 0.0 <= r["top1"] <= 1.0 and 0.0 <= r["switch_recall_no_first"] <= 1.0
+        shares = r["error_shares"]
+        assert set(shares) == {"wrong pick at the change", "stayed on a wrong pick", "missed change",
+                               "needless search", "out of scope"}
+        assert r["errors"] == 0 or abs(sum(shares.values()) - 1.0) < 1e-9
+    assert m["summary"]["top1"] == m["default"]["top1"] and "top1" in m["always_stay"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "always STAY" in report and "teacher-forced" in report and (tmp_path / "out" / "errors.png").exists()

@@ -36,10 +36,15 @@ class Slot(_Model):
     """A piece of information the workflow collects from the user."""
 
     name: str = Field(pattern=NAME_RE)
+    title: str | None = None  # the source's own name when ``name`` had to be made an identifier ("from")
     description: str = ""
     type: SlotType = "string"
     enum: list[str] | None = None
     required: bool = True
+
+    @property
+    def display_name(self) -> str:
+        return self.title or self.name.replace("_", " ")
 
     @model_validator(mode="after")
     def _enum_type(self) -> "Slot":

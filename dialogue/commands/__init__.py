@@ -2,7 +2,8 @@
 
 One module per command (Rasa CALM's dialogue understanding): ``start_flow``, ``set_slot``,
 ``correct_slot``, ``cancel_flow``, ``resume_flow``, ``clarify``, ``skip_question``, ``chitchat``
-(ChitChat, OutOfScope), ``not_understood``, ``human_handoff``, ``close``.  In the state they are plain dicts
+(ChitChat, OutOfScope), ``not_understood``, ``human_handoff``, ``close``, ``revise_flow`` (ReviseFlow, VerifyFlow).
+In the state they are plain dicts
 (``Command.model_dump()``); ``parse`` turns them back into models.
 """
 
@@ -22,16 +23,19 @@ from .correct_slot import CorrectSlot
 from .human_handoff import HumanHandoff
 from .not_understood import NotUnderstood
 from .resume_flow import ResumeFlow
+from .revise_flow import ReviseFlow, VerifyFlow
 from .set_slot import SetSlot
 from .skip_question import SkipQuestion
 from .start_flow import StartFlow
 
 AnyCommand = Annotated[Union[StartFlow, SetSlot, CorrectSlot, CancelFlow, ResumeFlow, Clarify, SkipQuestion,
-                             ChitChat, OutOfScope, NotUnderstood, HumanHandoff, Close], Field(discriminator="command")]
+                             ChitChat, OutOfScope, NotUnderstood, HumanHandoff, Close, ReviseFlow, VerifyFlow],
+                       Field(discriminator="command")]
 _ADAPTER: TypeAdapter = TypeAdapter(AnyCommand)
 
 __all__ = ["AnyCommand", "ApplyEnv", "CancelFlow", "ChitChat", "Clarify", "Close", "Command", "CorrectSlot",
-           "HumanHandoff", "NotUnderstood", "OutOfScope", "ResumeFlow", "SetSlot", "SkipQuestion", "StartFlow", "apply_all",
+           "HumanHandoff", "NotUnderstood", "OutOfScope", "ResumeFlow", "ReviseFlow", "SetSlot", "SkipQuestion",
+           "StartFlow", "VerifyFlow", "apply_all",
            "dump", "parse"]
 
 

@@ -24,6 +24,7 @@ class ApplyEnv:
     has_workflow: Callable[[str], bool]  # is the name a workflow of the library?
     finished: Callable[[Frame], bool]  # has the frame's procedure reached its end?
     invalidate: Callable[[Frame, dict[str, Any]], list[str] | None]  # executed list after a slot change
+    slots_of: Callable[[str], frozenset[str]] = lambda _name: frozenset()  # a workflow's slot names
 
 
 class Command(BaseModel):

@@ -16,8 +16,20 @@ class StartFlow(Command):
     query: str = ""  # the self-generated query that found it
     confidence: float = 1.0
     source: str = "detector"  # detector | retriever | clarify | llm
+    belief: dict[str, float] = {}  # the pick's log-probabilities over the runners-up (Frame.belief)
 
     def apply(self, stack: list[Frame], env: ApplyEnv) -> list[Frame]:
         if not self.workflow or not env.has_workflow(self.workflow):
             return stack
-        return activate(stack, self.workflow, env, lambda: new_frame(self.workflow, env.turn))
+
+        def new() -> Frame:
+            frame = new_frame(self.workflow, env.turn)
+            if self.belief:
+                frame["belief"] = dict(self.belief)
+            return frame
+
+        out = activate(stack, self.workflow, env, new)
+        if self.belief and out and out[-1].get("workflow") == self.workflow and out[-1].get("belief") != self.belief:
+            # Searched again and found the same workflow (or took it back): the new pick's belief holds.
+            out = [*out[:-1], Frame(**{**out[-1], "belief": dict(self.belief)})]
+        return out

@@ -24,7 +24,9 @@ def question_for(wf: Workflow, slots: list[str]) -> str:
     parts = []
     for name in slots:
         s = wf.slot(name)
-        desc = (s.description.split(",")[0].split("(")[0].strip() if s and s.description else humanize(name))
+        # The description, else the source's own name (``Slot.title``: "from", not "from_"), else the name.
+        desc = (s.description.split(",")[0].split("(")[0].strip() if s and s.description
+                else s.title if s and s.title else humanize(name))
         parts.append(desc[0].lower() + desc[1:] if desc else humanize(name))
     if not parts:
         return "Could you tell me a bit more about what you need?"

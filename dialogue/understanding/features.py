@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from workflows.text import FILLERS, NO_START, YES_START, message_text, role_of
+from workflows.text import FILLERS, NO_START, YES_START, content_words, message_text, role_of, stemmed
 
 # --- lexical features -------------------------------------------------------------------------------
 
@@ -215,3 +215,22 @@ _VERB_OF = {w: g for g, ws in VERB_GROUPS.items() for w in ws}
 
 def verb_groups(words) -> set[str]:
     return {_VERB_OF[w] for w in words if w in _VERB_OF}
+
+
+def workflow_vocabulary(workflow) -> set[str]:
+    """The words a workflow's own conversation uses: its name, descriptions, slots and enum values."""
+    parts = [workflow.name, workflow.title or "", workflow.description]
+    for slot in workflow.slots:
+        parts += [slot.name, slot.title or "", slot.description, *(str(v) for v in slot.enum or [])]
+    return stemmed(content_words(" ".join(parts)))
+
+
+def foreign_share(turn: str, workflow) -> float:
+    """Share of the turn's content words the active workflow's vocabulary does not know (0 when the
+    turn has fewer than two content words: a bare value or a yes/no is never foreign)."""
+    words = {w for w in content_words(turn) if w not in FILLERS}
+    if workflow is None or len(words) < 2:
+        return 0.0
+    vocab = workflow_vocabulary(workflow)
+    unknown = [w for w in words if not stemmed({w}) & vocab]
+    return len(unknown) / len(words)

@@ -14,7 +14,8 @@ from ..commands import (CancelFlow, ChitChat, Close, Command, HumanHandoff, Resu
 from .policy_offline import Verdict
 
 BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:with|the|my)|carry on|"
-                  r"pick up where|where we (?:were|left))\b", re.I)
+                  r"pick up where|where we (?:were|left)|finish(?:ing)? (?:the|my|up|booking|it|that)|"
+                  r"now (?:the|my)\b)", re.I)
 CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
                     r"i changed my mind)\b", re.I)
 ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
@@ -27,9 +28,9 @@ _WORD = re.compile(r"[a-z]+")
 def _stems(text: str) -> set[str]:
     out = set()
     for w in _WORD.findall(text.lower().replace("_", " ")):
-        if w in FILLERS or len(w) < 3 or w in ("back", "go", "get", "let", "now"):
+        if w in FILLERS or len(w) < 3 or w in ("back", "go", "get", "let", "now", "finish", "finishing"):
             continue
-        out.add(w[:5])  # crude stemming: booking/book, tables/table
+        out.add(w[:4])  # crude stemming: booking/book, tables/table
     return out
 
 
@@ -43,7 +44,7 @@ def pick_resume(text: str, stacked: list[str], describe: dict[str, str]) -> str 
     best = max(reversed(stacked), key=lambda n: scores[n])  # ties: the most recent
     if scores[best] > 0:
         return best
-    return stacked[-1] if not (said - _stems("continue resume return pick carry where left were")) else None
+    return stacked[-1] if not (said - _stems("continue resume return pick carry where left were up")) else None
 
 
 def reading_of(text: str) -> dict[str, Any]:

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from .features import lexical_features, names_task, retrieval_feature, slot_update, split_history
+from .features import (QUESTION, foreign_share, lexical_features, names_task, retrieval_feature, slot_update,
+                       split_history)
 from .query import self_generated_query
 
 RETRIEVAL_TOP_K = 10
@@ -43,9 +44,27 @@ class Params:
     use_names: bool = True  # rule: naming another workflow's task is a SEARCH
     names_alone: bool = True  # ... even without a request phrase ("Where is my parcel? Track order 7")
     use_slot_update: bool = True  # rule: a new value for an active slot is a STAY
+    use_digression: bool = True  # rule: an unrelated question/request while an answer is awaited is a SEARCH
+    foreign: float = 0.75  # share of the turn's content words outside the active workflow's vocabulary
 
 
 DEFAULT_PARAMS = Params()
+
+# The features of the linear part, in the order a learned detector's weights are stored.
+LINEAR_FEATURES = ("request", "cue", "verb_shift", "done", "offer_retrieval", "retrieval", "answer")
+
+
+def learned_params(detector: dict | None, base: Params = DEFAULT_PARAMS) -> Params:
+    """``Params`` from a logistic detector fitted by ``flowdesk train switch`` (the ``detector`` entry of
+    the switch model: weights per ``LINEAR_FEATURES``, bias, threshold); ``base`` when there is none."""
+    if not detector:
+        return base
+    from dataclasses import replace
+
+    w = detector["weights"]
+    return replace(base, w_request=w["request"], w_cue=w["cue"], w_verb=w["verb_shift"], w_done=w["done"],
+                   w_offer=w["offer_retrieval"], w_retrieval=w["retrieval"], w_answer=-w["answer"],
+                   bias=detector["bias"], threshold=detector.get("threshold", 0.0))
 
 ScoreFn = Callable[[str], list[tuple[str, float]]]  # text -> [(workflow, score)] best first
 
@@ -69,7 +88,9 @@ def _squash(x: float) -> float:
 
 
 def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, score: ScoreFn | None = None,
-                   pending: str | None = None, params: Params = DEFAULT_PARAMS) -> Verdict:
+                   pending: str | None = None, params: Params = DEFAULT_PARAMS,
+                   roles: dict[str, str] | None = None) -> Verdict:
+    """``roles``: workflow name -> role, for the digression rule (without it the rule does not fire)."""
     turn, agent, earlier = split_history(messages)
     feats = lexical_features(turn, agent, workflow, pending)
     in_scope_request = feats["cue"] or feats["accepts_offer"] or (feats["request"] and not feats["closing"])
@@ -111,6 +132,15 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
             and slot_update(turn, workflow, bool(feats["request"])):
         fx["slot_update"] = 1.0
         return verdict("STAY", 0.8, why=f"a new slot value for {active}")
+    # A digression: while the workflow waits for an answer the user asks or requests something the
+    # active workflow's own words do not cover, and retrieval clearly prefers a workflow of another
+    # role (a side remark near the active task — "is parking free there?" — is not a new task).
+    fx["foreign"] = foreign_share(turn, workflow)
+    asks = bool(QUESTION.search(turn)) or bool(feats["request"]) or bool(feats["cue"])
+    elsewhere = bool(info.get("top")) and (roles or {}).get(info.get("top")) not in (None, workflow.role)
+    if params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and ret >= 0.5 \
+            and elsewhere:
+        return verdict("SEARCH", 0.8, why=f"a digression: another workflow fits better ({info.get('top')})")
     s = (params.w_request * feats["request"] + params.w_cue * feats["cue"] + params.w_verb * feats["verb_shift"]
          + params.w_done * feats["done"]
          + params.w_offer * feats["accepts_offer"] * max(0.0, ret)

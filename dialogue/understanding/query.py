@@ -13,15 +13,33 @@ _ACTION = re.compile(r"(?:i want to|i'?d like to|i would like to|i need to|i wan
                      r"([^?.!,;]+)", re.I)
 
 
+# Discourse markers opening a turn ("Oh wait, before that: …", "Also, one more thing — …") say that a
+# new request follows; they are not part of it.  Generic English, stripped before the query is written.
+DISCOURSE = re.compile(r"^\W*(?:(?:oh|ah|um+|hmm+|uh|well|so|ok(?:ay)?|sorry|wait|hold on|hang on|actually|also|and|"
+                       r"btw|by the way|one more thing|another thing|quick question|real quick|before (?:that|we "
+                       r"(?:continue|go on|finish|do that))|first|in the meantime|meanwhile|oops|hey|"
+                       r"(?:i )?(?:just )?remembered|i forgot)\b[\s,;:.!\-–—]*)+", re.I)
+
+
+def new_request(turn: str) -> str:
+    """The turn without the discourse markers that open it (the whole turn when nothing is left)."""
+    rest = DISCOURSE.sub("", turn).strip()
+    return rest if len(rest) >= 3 else turn
+
+
 def _phrase(text: str, limit: int = 12) -> str:
     words = text.strip().split()
     return " ".join(words[:limit]).strip(" ,.;")
 
 
 def self_generated_query(turn: str, agent: str, earlier: Sequence[str], feats: dict) -> str:
-    """FlowSwitch's query format, written from the turn (plus context when the turn is elliptical)."""
-    context_needed = feats.get("accepts_offer") or (
-        feats.get("content_words", 0) <= 2 or (ELLIPTIC.search(turn) and feats.get("content_words", 0) <= 4))
+    """FlowSwitch's query format, written from the new request in the turn (plus context only when the
+    turn is elliptical: an accepted offer, or almost no words of its own)."""
+    turn = new_request(turn)
+    own = len(_content_words(turn))
+    # "block it please, my card was stolen" carries its own request: earlier turns would only pull
+    # the search back to the previous task.
+    context_needed = feats.get("accepts_offer") or own <= 1 or (ELLIPTIC.search(turn) and own <= 2)
     m = _ACTION.search(turn)
     action = _phrase(m.group(1)) if m else ""
     offer = feats.get("offer_text") or ""

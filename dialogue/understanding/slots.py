@@ -149,11 +149,14 @@ def find_int(text: str) -> tuple[int, tuple[int, int]] | None:
     return (best[0], best[1]) if best else None
 
 
+# A capitalised name word, accented Latin letters included ("Lucía", "Øyvind", "Šimon").
+_UP, _LOW = "A-ZÀ-ÖØ-ÞĀ-ž", "a-zß-öø-ÿĀ-ž'-"
+_NAME_WORD = f"(?-i:[{_UP}][{_LOW}]+)"
 PERSON = re.compile(r"\b(?:my name is|my name's|name is|name's|i am|i'm|this is|call me|it's|under(?: the name(?: of)?)?|"
                     r"(?:in|by) the name(?: of)?|name:|booked (?:for|under))\s+"
-                    r"((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+)){0,2})", re.I)
+                    rf"({_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}})", re.I)
 # "... for Ada Lovelace": a weaker cue, only a first and last name both capitalised
-PERSON_FOR = re.compile(r"\bfor\s+((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+)){1,2})\b")
+PERSON_FOR = re.compile(rf"\bfor\s+({_NAME_WORD}(?:\s+{_NAME_WORD}){{1,2}})\b")
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 PHONE = re.compile(r"(?<!\w)\+?\d[\d\s().-]{6,}\d\b")
 ORDER_ID = re.compile(r"\b(?=[A-Z0-9-]*\d)[A-Z]{1,4}-?\d{3,}\b|\b\d{5,}\b")
@@ -380,7 +383,7 @@ CORRECTION = re.compile(r"\b(?:sorry|actually|i meant|i mean|instead|make it|cha
 # sentence starters that are not names ("Thanks. ..." is not a guest called Thanks)
 _NOT_NAMES = {"yes", "no", "ok", "okay", "sure", "thanks", "thank", "please", "hi", "hello", "hey", "well", "oh",
               "so", "then", "and", "but", "the", "i", "my", "it", "that", "this", "great", "good", "fine", "perfect"}
-_LEADING_NAME = re.compile(r"^((?-i:[A-Z][a-z'-]+)(?:\s+(?-i:[A-Z][a-z'-]+)){0,2})\s*(?:[.,;!]|\band\b|$)")
+_LEADING_NAME = re.compile(rf"^({_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}})\s*(?:[.,;!]|\band\b|$)")
 
 
 def free_value(message: str, kind: str) -> str | None:

@@ -83,8 +83,11 @@ def load(data_dir: Path, split: str = "dev", limit: int | None = None, single_ta
 
 def library(data_dir: Path, out_dir: Path) -> Path:
     """The 24 STAR task flowcharts imported as a PDL library (workflow name = task folder name)."""
+    from workflows.importers import star_kb
     from workflows.importers.star import import_star
 
     from .flowbench import import_once
 
+    # The library's tools read this data (also when the import was cached by an earlier run).
+    star_kb.register_data_dir(Path(data_dir) / "star")
     return import_once(out_dir, lambda: import_star(Path(data_dir) / "star", out_dir))

@@ -30,9 +30,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import Issue, LibraryError, field_path
+from ..importers.common import identifiers
 
 
 class _Model(BaseModel):
@@ -43,6 +44,16 @@ class ApiCall(_Model):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: dict[str, Any] = Field(default_factory=dict)
     result: dict[str, Any] | None = None
+
+    @field_validator("args", "result")
+    @classmethod
+    def _identifiers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Log field names ("from", "check-in", "Größe") become slot and value names of the mined
+        # workflow: make them identifiers once, here (``importers.common.identifier``).
+        if value is None:
+            return None
+        names = identifiers(value)
+        return {names[k]: v for k, v in value.items()}
 
 
 class TranscriptTurn(_Model):

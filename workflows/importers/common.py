@@ -11,6 +11,7 @@ from __future__ import annotations
 import keyword
 import os
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -51,11 +52,37 @@ def slugify(text: str, max_words: int | None = None) -> str:
 
 
 def identifier(text: str) -> str:
-    """A valid PDL name keeping case (for names that already look like identifiers)."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", text.strip()) or "x"
+    """A valid PDL name for any source name, keeping case: accents folded (``café`` -> ``cafe``),
+    anything else outside ``[A-Za-z0-9_]`` -> ``_``, a leading digit prefixed, keywords and PDL
+    built-ins suffixed (``from`` -> ``from_``).  A name with no ASCII letter left gets a stable
+    ``n_<hash>`` so distinct unicode names stay distinct.  Valid names come back unchanged."""
+    raw = str(text).strip()
+    folded = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
+    name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", folded)).strip("_") if folded != raw else \
+        re.sub(r"[^A-Za-z0-9_]", "_", folded)
+    if not re.search(r"[A-Za-z0-9]", name):
+        import hashlib
+
+        name = "n_" + hashlib.sha1(raw.encode("utf-8")).hexdigest()[:8] if raw else "x"
     if name[0].isdigit():
         name = "n_" + name
     return name + "_" if name in RESERVED else name
+
+
+def identifiers(names: Iterable[str], taken: set[str] | None = None) -> dict[str, str]:
+    """``{original: identifier}`` for a group of names (one workflow's slots, an API's fields), unique
+    within the group: ``a-b`` and ``a_b`` become ``a_b`` and ``a_b_2``."""
+    taken = set(taken or ())
+    out: dict[str, str] = {}
+    for n in names:
+        if n not in out:
+            out[n] = unique(identifier(n), taken)
+    return out
+
+
+def display(original: str, name: str) -> str | None:
+    """The original name to show when the identifier differs (``Slot.title``), else None."""
+    return None if original == name else str(original)
 
 
 def unique(name: str, taken: set[str]) -> str:

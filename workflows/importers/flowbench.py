@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..pdl import Answer, Api, Binding, Domain, Representations, Role, Slot, Workflow
-from .common import dataset_dir, escape_template, identifier, json_schema_type, slugify, unique, write_library
+from .common import dataset_dir, display, escape_template, identifier, json_schema_type, slugify, unique, write_library
 from .mermaid import Compiled, MermaidError, Node, NodeAction, compile_graph, parse_mermaid
 
 # Tools of the toolbox that no flowchart node uses (checked by tests/test_importers.py):
@@ -76,14 +76,17 @@ def _slots(apis: list[Api], raw_apis: list[dict], flowchart: str) -> list[Slot]:
             spec = spec if isinstance(spec, dict) else {}
             kind = json_schema_type(spec.get("type"))
             stype = kind if kind in ("integer", "number", "boolean") else "string"
-            slots[key] = Slot(name=key, description=str(spec.get("description", "")), type=stype,
+            slots[key] = Slot(name=key, title=display(pname, key), description=str(spec.get("description", "")),
+                              type=stype,
                               required=bool(spec.get("required")))
     # "The auxiliary parameter information ..." after the chart: values the flow collects itself.
     _, sep, tail = flowchart.partition("auxiliary parameter")
     for line in tail.splitlines() if sep else []:
         m = _AUX.match(line)
-        if m and m.group(1) not in slots:
-            slots[m.group(1)] = Slot(name=m.group(1), description=m.group(2).replace('\\"', '"'), required=False)
+        key = identifier(m.group(1)) if m else ""
+        if m and key not in slots:
+            slots[key] = Slot(name=key, title=display(m.group(1), key), description=m.group(2).replace('\\"', '"'),
+                              required=False)
     return list(slots.values())
 
 

@@ -14,15 +14,16 @@ import json
 from pathlib import Path
 
 from ..pdl import Answer, Api, Binding, Domain, Role, Slot, Workflow
-from .common import write_library
+from .common import display, identifier, identifiers, write_library
 
 
 def workflow_name(service: str, intent: str) -> str:
-    """The library name of an SGD intent: ``<service>__<intent>``."""
-    return f"{service}__{intent}"
+    """The library name of an SGD intent: ``<service>__<intent>`` (each part a valid identifier)."""
+    return f"{identifier(service)}__{identifier(intent)}"
 
 
 def domain_of(service: str) -> str:
+    service = identifier(service)
     return service.rsplit("_", 1)[0] if service.rsplit("_", 1)[-1].isdigit() else service
 
 
@@ -49,21 +50,30 @@ def _readable(name: str) -> str:
 def _workflow(service: dict, intent: dict) -> Workflow:
     sname = service["service_name"]
     slot_defs = {s["name"]: s for s in service.get("slots", [])}
-    required = list(intent.get("required_slots", []))
-    optional = [s for s in intent.get("optional_slots", {}) if s not in required]
+    raw_required = list(intent.get("required_slots", []))
+    raw_optional = [s for s in intent.get("optional_slots", {}) if s not in raw_required]
+    raw_results = list(intent.get("result_slots", []))
+    # Schema names may be Python keywords ("from", "class"), hyphenated, start with a digit...: the
+    # procedure needs identifiers; the original is kept as the slot's title for display.
+    ident = identifiers([*raw_required, *raw_optional, *raw_results])
+    required = [ident[n] for n in raw_required]
+    optional = [ident[n] for n in raw_optional]
     slots = []
-    for name in required + optional:
-        sd = slot_defs.get(name, {"name": name})
+    for raw in raw_required + raw_optional:
+        sd = slot_defs.get(raw, {"name": raw})
         cat = bool(sd.get("is_categorical") and sd.get("possible_values"))
-        default = intent.get("optional_slots", {}).get(name)
-        desc = sd.get("description", "") + (f" (default: {default})" if name in optional and default else "")
-        slots.append(Slot(name=name, description=desc, type="enum" if cat else "string",
-                          enum=list(sd["possible_values"]) if cat else None, required=name in required))
-    params = {"type": "object", "properties": {n: _slot_schema(slot_defs.get(n, {"name": n})) for n in required + optional}}
+        default = intent.get("optional_slots", {}).get(raw)
+        desc = sd.get("description", "") + (f" (default: {default})" if raw in raw_optional and default else "")
+        slots.append(Slot(name=ident[raw], title=display(raw, ident[raw]), description=desc,
+                          type="enum" if cat else "string", enum=list(sd["possible_values"]) if cat else None,
+                          required=raw in raw_required))
+    params = {"type": "object", "properties": {ident[n]: _slot_schema(slot_defs.get(n, {"name": n}))
+                                               for n in raw_required + raw_optional}}
     if required:
         params["required"] = required
-    results = list(intent.get("result_slots", []))
-    api = Api(name=intent["name"], description=intent.get("description", ""), parameters=params, returns=results,
+    results = [ident[n] for n in raw_results]
+    api = Api(name=identifier(intent["name"]), description=intent.get("description", ""), parameters=params,
+              returns=results,
               irreversible=bool(intent.get("is_transactional")), binding=Binding(simulate=True))
     verb = "Done" if intent.get("is_transactional") else "Here is what I found"
     details = ", ".join(f"{_readable(r)}: ${r}" for r in results)
@@ -71,7 +81,8 @@ def _workflow(service: dict, intent: dict) -> Workflow:
                       precondition=[api.name])]
     lines = []
     if required:
-        lines.append(f"[{', '.join(required)}] = ANSWER.request_information({', '.join(json.dumps(r) for r in required)})")
+        lines.append(f"[{', '.join(required)}] = ANSWER.request_information("
+                     f"{', '.join(json.dumps(r) for r in required)})")
     call = f"API.{api.name}({', '.join(required + optional)})"
     lines.append(f"[{', '.join(results)}] = {call}" if results else call)
     lines.append("ANSWER.inform_results()")
@@ -81,7 +92,7 @@ def _workflow(service: dict, intent: dict) -> Workflow:
         description=intent.get("description", "").strip() or intent["name"],
         detailed_description=f"{intent.get('description', '').strip()}. Service {sname}: {svc_desc}."
         .replace("..", "."),
-        domain=domain_of(sname), role=sname, slots=slots, apis=[api], answers=answers,
+        domain=domain_of(sname), role=identifier(sname), slots=slots, apis=[api], answers=answers,
         procedure="\n".join(lines) + "\n",
         tags=["source:sgd", f"service:{sname}", f"intent:{intent['name']}"]
         + (["transactional"] if intent.get("is_transactional") else []),
@@ -97,7 +108,8 @@ def import_sgd(data_dir: Path, out_dir: Path, split: str = "train") -> Path:
     dom_models = [Domain(name=d, title=d, description=" ".join(
         f"{s['service_name']}: {s.get('description', '').strip()}." for s in services).replace("..", "."))
         for d, services in domains.items()]
-    roles = [Role(name=s["service_name"], title=s["service_name"].replace("_", " "), domain=domain_of(s["service_name"]),
+    roles = [Role(name=identifier(s["service_name"]), title=s["service_name"].replace("_", " "),
+                  domain=domain_of(s["service_name"]),
                   description=s.get("description", "").strip() or s["service_name"]) for s in schema]
     workflows = [_workflow(s, i) for s in schema for i in s.get("intents", [])]
     return write_library(out_dir, dom_models, roles, workflows)

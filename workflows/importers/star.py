@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from ..pdl import Answer, Api, Binding, Domain, Role, Slot, Workflow
-from .common import RESERVED, dataset_dir, escape_template, write_library
+from .common import RESERVED, dataset_dir, display, escape_template, identifier, identifiers, write_library
 from .mermaid import Edge, Flowchart, Node, NodeAction, compile_graph
 
 DOMAINS = {
@@ -178,14 +178,15 @@ def _param(field: dict) -> dict:
     return out
 
 
-def _slot(field: dict, required: bool) -> Slot:
+def _slot(field: dict, name: str, required: bool) -> Slot:
     kind = field.get("Type")
     cats = field.get("Categories") or []
+    title = display(field["Name"], name)
     if kind in ("Categorical", "RequestType") and cats and all(isinstance(c, str) for c in cats):
-        return Slot(name=field["Name"], description=field.get("ReadableName", ""), type="enum", enum=list(cats),
+        return Slot(name=name, title=title, description=field.get("ReadableName", ""), type="enum", enum=list(cats),
                     required=required)
     stype = {"Integer": "integer", "Boolean": "boolean"}.get(kind, "string")
-    return Slot(name=field["Name"], description=field.get("ReadableName", ""), type=stype, required=required)
+    return Slot(name=name, title=title, description=field.get("ReadableName", ""), type=stype, required=required)
 
 
 def _purpose(replies: dict[str, str], task: str) -> str:
@@ -228,18 +229,20 @@ def _workflow(task_dir: Path, api_path: Path) -> Workflow:
     spec = json.loads((task_dir / f"{task}.json").read_text(encoding="utf-8"))
     raw_api = json.loads(api_path.read_text(encoding="utf-8"))
     replies: dict[str, str] = spec.get("replies", {})
-    required = list(raw_api.get("required", []))
     inputs = raw_api.get("input", [])
-    outputs = [f["Name"] for f in raw_api.get("output", [])]
-    params: dict = {"type": "object", "properties": {f["Name"]: _param(f) for f in inputs}}
+    # Field names become identifiers (the KB tool maps them back: ``star_kb.query``).
+    ident = identifiers([f["Name"] for f in inputs] + [f["Name"] for f in raw_api.get("output", [])])
+    required = [ident.get(n, identifier(n)) for n in raw_api.get("required", [])]
+    outputs = [ident[f["Name"]] for f in raw_api.get("output", [])]
+    params: dict = {"type": "object", "properties": {ident[f["Name"]]: _param(f) for f in inputs}}
     if required:
         params["required"] = required
-    api = Api(name=task, description=f"Query the {raw_api.get('db', task)} knowledge base ({task}).",
+    api = Api(name=identifier(task), description=f"Query the {raw_api.get('db', task)} knowledge base ({task}).",
               parameters=params, returns=outputs, binding=Binding(python=f"workflows.importers.star_kb:{task}"),
               # Not ``irreversible``: Check and Book share the API and the graph asks yes/no before booking.
               irreversible=False)
-    slots = [_slot(f, f["Name"] in required) for f in inputs]
-    value_names = [f["Name"] for f in inputs] + outputs
+    slots = [_slot(f, ident[f["Name"]], ident[f["Name"]] in required) for f in inputs]
+    value_names = [ident[f["Name"]] for f in inputs] + outputs
 
     chart = task_chart(spec)
     # Wizard labels only in responses.json (e.g. apartment_ask_end_time) are ANSWERs too, outside the
@@ -278,7 +281,7 @@ def _workflow(task_dir: Path, api_path: Path) -> Workflow:
         ans.precondition = compiled.preconditions.get(ans.name, [])
     steps = [replies[n] for n in chart.reachable() if n in replies and not is_query(n)]
     return Workflow(
-        name=task, title=task.replace("_", " ").capitalize(), description=_purpose(replies, task),
+        name=identifier(task), title=task.replace("_", " ").capitalize(), description=_purpose(replies, task),
         detailed_description=" ".join(steps), domain=domain_of(task), role=f"{task.split('_')[0]}_agent",
         slots=slots, apis=[api], answers=answers, procedure=compiled.procedure, tags=tags,
     )

@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .common import identifier
+
 _registered: Path | None = None
 _ENABLED = re.compile(r'^!lambda p:\s*p\["(\w+)"\]\s*(?:==\s*"([^"]*)")?\s*$')
 _QUERY = re.compile(r"^\s*api\.(is_equal_to|is_one_of|is_at_least|is_at_most|is_not)\((.*)\)\s*$", re.S)
@@ -64,7 +66,10 @@ def _spec(api_name: str) -> dict:
             for f in json.loads(db_path.read_text(encoding="utf-8")):
                 fields.setdefault(f["Name"], f)
             break
-    return {"api": api, "fields": fields, "inputs": {f["Name"]: f for f in api.get("input", [])}}
+    inputs = {f["Name"]: f for f in api.get("input", [])}
+    # The importer names a field by its identifier (``common.identifier``): accept both spellings.
+    aliases = {identifier(n): n for n in [*fields, *inputs] if identifier(n) != n}
+    return {"api": api, "fields": fields, "inputs": inputs, "aliases": aliases}
 
 
 def _parse(value: Any) -> tuple[str, Any]:
@@ -154,6 +159,7 @@ def query(api_name: str, **constraints: Any) -> dict[str, Any]:
     spec = _spec(api_name)
     fields, inputs = spec["fields"], spec["inputs"]
     allowed: dict[str, list[Any] | None] = {}
+    constraints = {spec["aliases"].get(k, k): v for k, v in constraints.items()}
     for key, value in constraints.items():
         if value is None or value == "":
             continue
@@ -190,7 +196,8 @@ def query(api_name: str, **constraints: Any) -> dict[str, Any]:
                 item[name] = _generate(name, field, rng)
         items.append(item)
     total = len(items) + (rng.randint(0, 7) if spec["api"].get("returns_count") else 0)
-    return {**items[0], "items": items, "total_items": total}
+    # The top-level fields under the names the imported workflow binds them to (its identifiers).
+    return {**{identifier(k): v for k, v in items[0].items()}, "items": items, "total_items": total}
 
 
 def _tool(api_name: str):

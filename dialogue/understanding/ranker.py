@@ -1,0 +1,182 @@
+"""The learned workflow ranker: which workflow a turn is about, given retrieval and the conversation.
+
+One model serves both the pick on a SEARCH turn (the retriever node re-ranks its candidates with it)
+and the re-verification of the active workflow on later turns (``dialogue.understanding.belief``).
+Its features name no service, task or dataset, so the weights carry to unseen libraries:
+
+- retrieval evidence: the configured retriever's and BM25's score (relative to the best), reciprocal
+  rank, margin over the best other candidate;
+- structure of the conversation: is it the active workflow, the active one's role/domain, a role
+  used earlier, an unused role of a domain already used (near-duplicate services);
+- what the turn says about the candidate: its intent verb group (find / transact / play) matches or
+  clashes, the turn names its task, mentions its enum values or slot words, accepts an offer whose
+  verb fits it; the agent's last message mentions its slot words.
+
+The weights are a logistic regression fitted on the training splits only (SGD train, STAR train) by
+``flowdesk train switch``; ``switch_model.json`` beside this module holds them (weights, no data).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from workflows.text import content_words
+
+from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, lexical_features, name_words, names_task,
+                       verb_groups)
+
+MODEL_PATH = Path(__file__).with_name("switch_model.json")
+DEPTH = 10  # candidates taken from each ranking
+
+FEATURES = (
+    "ret_norm", "ret_rr", "ret_top", "ret_margin", "lex_norm", "lex_rr", "lex_top", "lex_margin",
+    "den_raw", "den_rr", "den_top", "den_margin",
+    "is_active", "same_role", "same_domain", "seen_role", "seen_workflow", "unseen_sibling",
+    "verb_match", "verb_clash", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one turn offers for ranking workflows."""
+
+    text: str  # the user's turn
+    agent: str = ""  # the agent's message before it
+    retrieval: tuple[tuple[str, float], ...] = ()  # the configured retriever's ranking, best first
+    lexical: tuple[tuple[str, float], ...] = ()  # BM25's ranking, best first
+    dense: tuple[tuple[str, float], ...] = ()  # the dense retriever's ranking (cosine), best first; () = unknown
+    offer: str = ""  # the offer the turn accepts ("" when none)
+
+
+def evidence(text: str, agent: str, retrieval: Sequence[tuple[str, float]],
+             lexical: Sequence[tuple[str, float]] | None = None,
+             dense: Sequence[tuple[str, float]] = ()) -> Evidence:
+    feats = lexical_features(text, agent)
+    offer = ""
+    if feats["accepts_offer"] and feats.get("offer_text"):
+        m = OFFER_CLAUSE.search(str(feats["offer_text"]))
+        offer = m.group(1) if m else str(feats["offer_text"])
+    lexical = retrieval if lexical is None else lexical
+    return Evidence(text, agent or "", tuple(map(tuple, retrieval[:DEPTH])), tuple(map(tuple, lexical[:DEPTH])),
+                    tuple(map(tuple, dense[:DEPTH])), offer)
+
+
+def _rank_info(ranking: Sequence[tuple[str, float]], name: str) -> tuple[float, float, float, float]:
+    """(score / top, 1 / (1 + rank), is top, margin over the best other) of ``name`` in a ranking."""
+    if not ranking or ranking[0][1] <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    top = ranking[0][1]
+    for i, (n, s) in enumerate(ranking):
+        if n == name:
+            other = next((s2 for n2, s2 in ranking if n2 != name), 0.0)
+            return s / top, 1.0 / (1 + i), float(i == 0), (s - other) / top
+    return 0.0, 0.0, 0.0, -1.0
+
+
+def _slot_words(wf) -> set[str]:
+    return {w for s in wf.slots for w in re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])(?=[A-Z])", " ",
+                                                                       s.name).lower().replace("_", " "))
+            if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
+
+
+def features(name: str, ev: Evidence, library, active: str | None, seen: Sequence[str]) -> dict[str, float]:
+    """The features of one candidate workflow for one turn."""
+    wfs = library.workflows
+    wf = wfs.get(name)
+    act = wfs.get(active) if active else None
+    used = [wfs[n] for n in seen if n in wfs] + ([act] if act is not None else [])
+    f: dict[str, float] = {}
+    f["ret_norm"], f["ret_rr"], f["ret_top"], f["ret_margin"] = _rank_info(ev.retrieval, name)
+    f["lex_norm"], f["lex_rr"], f["lex_top"], f["lex_margin"] = _rank_info(ev.lexical, name)
+    if ev.dense:  # cosine is absolute: the raw value, not relative to the best
+        top = ev.dense[0][1]
+        raw = next((s for n, s in ev.dense if n == name), None)
+        _, f["den_rr"], f["den_top"], margin = _rank_info(ev.dense, name)
+        f["den_raw"] = float(raw) if raw is not None else float(ev.dense[-1][1])
+        other = next((s for n, s in ev.dense if n != name), top)
+        f["den_margin"] = (f["den_raw"] - other) if raw is not None else -1.0
+    f["is_active"] = float(name == active)
+    if wf is None:
+        return {k: f.get(k, 0.0) for k in FEATURES}
+    roles = {w.role for w in used}
+    f["same_role"] = float(act is not None and wf.role == act.role)
+    f["same_domain"] = float(act is not None and wf.domain == act.domain)
+    f["seen_role"] = float(wf.role in roles)
+    f["seen_workflow"] = float(name in seen)
+    f["unseen_sibling"] = float(wf.role not in roles and wf.domain in {w.domain for w in used})
+    low = ev.text.lower()
+    tokens = set(_WORD.findall(low))
+    verbs = verb_groups(name_words(name))
+    said = verb_groups(tokens)
+    f["verb_match"] = float(bool(said & verbs))
+    f["verb_clash"] = float(bool(said) and bool(verbs) and not said & verbs)
+    f["names_task"] = float(names_task(ev.text, name))
+    f["enum_hit"] = float(sum(1 for v in set(_slot_values(wf)) if len(v) > 3 and v not in ("true", "false")
+                              and re.search(rf"\b{re.escape(v)}\b", low)) > 0)
+    words = _slot_words(wf)
+    f["slot_hit"] = float(any(_mentions(w, tokens) for w in words))
+    offer_verbs = verb_groups(_WORD.findall(ev.offer.lower())) if ev.offer else set()
+    f["offer_fit"] = float(bool(offer_verbs & verbs)) - float(bool(offer_verbs) and not offer_verbs & verbs)
+    agent_tokens = content_words(ev.agent) if ev.agent else set()
+    f["agent_slot_hit"] = float(any(_mentions(w, agent_tokens) for w in words)) if agent_tokens else 0.0
+    return {k: f.get(k, 0.0) for k in FEATURES}
+
+
+def candidates(ev: Evidence, extra: Sequence[str] = ()) -> list[str]:
+    """The workflows worth scoring: both rankings' top ``DEPTH`` and ``extra`` (active, alternatives)."""
+    names = ([n for n, _ in ev.retrieval[:DEPTH]] + [n for n, _ in ev.lexical[:DEPTH]]
+             + [n for n, _ in ev.dense[:DEPTH]] + list(extra))
+    return [n for n in dict.fromkeys(names) if n]
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """A logistic model over ``FEATURES``; ``revise_margin`` and ``decay`` drive the belief."""
+
+    weights: tuple[float, ...]
+    bias: float
+    revise_margin: float = 3.0
+    decay: float = 1.0
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def logit(self, f: dict[str, float]) -> float:
+        return self.bias + sum(w * f.get(k, 0.0) for k, w in zip(FEATURES, self.weights))
+
+    def scores(self, ev: Evidence, library, active: str | None, seen: Sequence[str],
+               extra: Sequence[str] = ()) -> list[tuple[str, float]]:
+        """Candidates with their logits, best first."""
+        out = [(n, self.logit(features(n, ev, library, active, seen))) for n in candidates(ev, extra)
+               if n in library.workflows]
+        return sorted(out, key=lambda x: -x[1])
+
+
+def log_softmax(scores: Sequence[tuple[str, float]]) -> dict[str, float]:
+    if not scores:
+        return {}
+    top = max(s for _, s in scores)
+    z = top + math.log(sum(math.exp(s - top) for _, s in scores))
+    return {n: s - z for n, s in scores}
+
+
+def load_ranker(path: str | None = None) -> Ranker | None:
+    """The model in ``path`` ('' / None: the bundled one); None when the file is absent (the agent then
+    ranks by retrieval alone)."""
+    return _load(str(Path(path) if path else MODEL_PATH))
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> Ranker | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    data = json.loads(p.read_text(encoding="utf-8"))
+    ranker = data.get("ranker") or {}
+    weights = ranker.get("weights") or {}
+    return Ranker(tuple(float(weights.get(k, 0.0)) for k in FEATURES), float(ranker.get("bias", 0.0)),
+                  float(ranker.get("revise_margin", 3.0)), float(ranker.get("decay", 1.0)), data)

@@ -1,0 +1,279 @@
+"""``flowdesk train switch``: fit the switch ranker on the training splits and choose the agent's
+switching configuration there, closed loop.
+
+1. Rows: every scored user turn of SGD train and STAR train (DialogueID % 5 in {1, 2}) with a gold
+   workflow on which the offline detector searches, read the way the retriever node reads it — the detector's self-generated query searched
+   with the configured retriever and with BM25, the conversation's structure from the previous turns'
+   golds (teacher context) — one row per candidate (``dialogue.understanding.ranker.features``: no
+   service, task or dataset is named), label "is the gold".
+2. A logistic regression (scikit-learn) over those rows: the ranker's weights.
+3. Closed loop on samples of the same training splits (``evals.switch_loop``): the retrieval-only agent,
+   the ranker without revision and with revision at several margins; the configuration with the best
+   top-1 (SGD and STAR averaged) is recorded as ``chosen`` and its margin written into the model.
+
+Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
+``reports/switch-train/`` (report.md, metrics.json).  Dev splits are never read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .datasets import default_data_dir, load_switch_dataset
+
+MARGINS = (1.5, 3.0, 5.0)
+SOURCES = (("sgd", "train"), ("star", "train"))
+
+
+def _context(dataset: str, lib_dir: Path, cache: Path, **over):
+    from graph.context import Context
+
+    return Context(library=str(lib_dir), store_dir=str(cache / f"store-{dataset}-train"), detector_mode="offline",
+                   **over)
+
+
+def training_rows(dialogues, context, progress=None, detector_rows: list | None = None
+                  ) -> tuple[list[list[float]], list[int], list[int]]:
+    """(X, y, group) over every scored turn whose gold is among the candidates; ``detector_rows``
+    collects (linear features, gold changed) of the turns the detector's linear part decides."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from dialogue.understanding.features import split_history
+    from dialogue.understanding.policy_llm import decide
+    from dialogue.understanding.ranker import DEPTH, FEATURES, candidates, evidence, features
+    from graph.resources import get_resources
+    from nodes.detector import retriever_scorer
+
+    res = get_resources(context)
+    retriever, library = res.retriever, res.library
+    score = retriever_scorer(retriever)
+    X: list[list[float]] = []
+    y: list[int] = []
+    groups: list[int] = []
+    group = 0
+    for dlg in dialogues:
+        msgs: list = []
+        seen: list[str] = []
+        for turn in dlg.turns:
+            if turn.speaker != "user":
+                msgs.append(AIMessage(turn.text))
+                continue
+            msgs.append(HumanMessage(turn.text))
+            if turn.scored and turn.gold and turn.gold in library.workflows:
+                active = turn.prev_gold
+                wf = library.workflows.get(active) if active else None
+                v = decide(msgs, active, wf, score, None, "offline")
+                if detector_rows is not None and "score" in v.features:
+                    f = v.features
+                    detector_rows.append(([f.get("request", 0.0), f.get("cue", 0.0), f.get("verb_shift", 0.0),
+                                           f.get("done", 0.0), f.get("accepts_offer", 0.0) * max(0.0, f["retrieval"]),
+                                           f["retrieval"], f.get("answer", 0.0)], int(turn.gold != turn.prev_gold)))
+                if v.action != "SEARCH":
+                    # The ranker is used where the detector searches: fit it on that distribution (on
+                    # every turn, the active workflow would be the answer two times in three).
+                    if turn.gold and turn.gold not in seen:
+                        seen.append(turn.gold)
+                    continue
+                query = v.search_query or v.self_query or turn.text
+                text, agent, _ = split_history(msgs)
+                ret = [(c["workflow"], c["score"]) for c in retriever.search(
+                    query, retriever=context.retriever, fusion=context.fusion, strategy="flat", top_k=DEPTH)]
+                lex = [(c["workflow"], c["score"]) for c in retriever.search(
+                    query, retriever="bm25", strategy="flat", top_k=DEPTH)]
+                den = [(c["workflow"], c["score"]) for c in retriever.search(
+                    query, retriever="dense", strategy="flat", top_k=DEPTH)]
+                ev = evidence(text, agent, ret, lex, den)
+                ctx_seen = seen + ([active] if active else [])
+                names = candidates(ev, [active] if active else [])
+                if turn.gold in names:
+                    for n in names:
+                        f = features(n, ev, library, active, ctx_seen)
+                        X.append([f[k] for k in FEATURES])
+                        y.append(int(n == turn.gold))
+                        groups.append(group)
+                    group += 1
+            if turn.gold and turn.gold not in seen:
+                seen.append(turn.gold)
+        if progress:
+            progress()
+    return X, y, groups
+
+
+def fit(X, y, C: float = 1.0) -> dict[str, Any]:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from dialogue.understanding.ranker import FEATURES
+
+    model = LogisticRegression(C=C, max_iter=2000)
+    model.fit(np.asarray(X, dtype=float), np.asarray(y))
+    return {"weights": {k: round(float(w), 5) for k, w in zip(FEATURES, model.coef_[0])},
+            "bias": round(float(model.intercept_[0]), 5)}
+
+
+RECALL_FLOOR = 0.85  # the detector's threshold: the most accurate one keeping this switch recall on train
+
+
+def fit_detector(rows: list) -> dict[str, Any]:
+    """Logistic weights of the detector's linear part; the threshold keeps ``RECALL_FLOOR`` recall."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from dialogue.understanding.policy_offline import LINEAR_FEATURES
+
+    X = np.array([r[0] for r in rows], dtype=float)
+    y = np.array([r[1] for r in rows])
+    model = LogisticRegression(max_iter=2000).fit(X, y)
+    z = X @ model.coef_[0] + model.intercept_[0]
+    best = (0.0, -1.0)
+    for thr in np.linspace(-3, 3, 61):
+        pred = z > thr
+        recall = float((pred & (y == 1)).sum() / max(1, (y == 1).sum()))
+        acc = float((pred == (y == 1)).mean())
+        if recall >= RECALL_FLOOR and acc > best[1]:
+            best = (float(thr), acc)
+    return {"weights": {k: round(float(w), 5) for k, w in zip(LINEAR_FEATURES, model.coef_[0])},
+            "bias": round(float(model.intercept_[0]), 5), "threshold": round(best[0], 3),
+            "train_accuracy": round(best[1], 4), "rows": len(rows)}
+
+
+def pick_accuracy(X, y, groups, ranker: dict) -> float:
+    """Share of turns whose gold is the ranker's top candidate (on the rows it was fitted on)."""
+    import numpy as np
+
+    from dialogue.understanding.ranker import FEATURES
+
+    w = np.array([ranker["weights"][k] for k in FEATURES])
+    s = np.asarray(X, dtype=float) @ w
+    best: dict[int, tuple[float, int]] = {}
+    for g, sc, lab in zip(groups, s, y):
+        if g not in best or sc > best[g][0]:
+            best[g] = (sc, lab)
+    return float(np.mean([lab for _, lab in best.values()])) if best else float("nan")
+
+
+def write_model(path: Path, ranker: dict, extra: dict) -> None:
+    path.write_text(json.dumps({"ranker": ranker, **extra}, indent=1) + "\n", encoding="utf-8")
+
+
+LOOP_CANDIDATES: dict[str, dict[str, Any]] = {
+    "retrieval only (hybrid RRF)": {"ranker": False, "revise": False},
+    "retrieval only (bm25 + context prior)": {"ranker": False, "revise": False, "retriever": "bm25",
+                                              "context_prior": True},
+    "ranker, no revision": {"ranker": True, "revise": False},
+    **{f"ranker + revision (margin {m:g})": {"ranker": True, "revise": True, "_margin": m} for m in MARGINS},
+    **{f"ranker + revision (margin {m:g}) + learned detector": {"ranker": True, "revise": True, "_margin": m,
+                                                                "_detector": True} for m in (1.5, 3.0)},
+}
+
+
+def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: int, loop_every: int,
+          cache_dir: Path, star_loop_every: int = 5) -> dict:
+    from .switch_loop import loop_metrics, run_loop
+
+    started = time.perf_counter()
+    cache = Path(cache_dir)
+    X: list = []
+    y: list = []
+    groups: list = []
+    loaded = {}
+    det_rows: list = []
+    for name, split in SOURCES:
+        every = sgd_every if name == "sgd" else star_every
+        dialogues, lib_dir = load_switch_dataset(name, data, split, None, cache, False, every)
+        sample = loop_every if name == "sgd" else star_loop_every
+        loaded[name] = (lib_dir, load_switch_dataset(name, data, split, None, cache, False, sample)[0])
+        ctx = _context(name, lib_dir, cache)
+        rows = training_rows(dialogues, ctx, detector_rows=det_rows)
+        offset = (max(groups) + 1) if groups else 0
+        X += rows[0]
+        y += rows[1]
+        groups += [g + offset for g in rows[2]]
+        typer.echo(f"{name} {split}: {len(dialogues)} dialogues, {len(set(rows[2]))} turns, {len(rows[0])} rows")
+    ranker = fit(X, y)
+    detector = fit_detector(det_rows)
+    typer.echo(f"detector fitted on {detector['rows']} turns: train accuracy {detector['train_accuracy']:.3f}")
+    ranker["decay"] = 1.0
+    ranker["revise_margin"] = MARGINS[len(MARGINS) // 2]
+    fitted = {"rows": len(X), "turns": len(set(groups)), "pick_accuracy_train": pick_accuracy(X, y, groups, ranker)}
+    typer.echo(f"ranker fitted on {fitted['rows']} rows: train pick accuracy {fitted['pick_accuracy_train']:.3f}")
+    # Closed loop on the training splits: choose the configuration (and the revision margin).
+    results: dict[str, dict] = {}
+    tmp = Path(cache) / "switch-model-candidates"
+    tmp.mkdir(parents=True, exist_ok=True)
+    for label, over in LOOP_CANDIDATES.items():
+        over = dict(over)
+        margin = over.pop("_margin", ranker["revise_margin"])
+        learned = over.pop("_detector", False)
+        cand_path = tmp / f"margin-{margin:g}{'-learned' if learned else ''}.json"
+        write_model(cand_path, {**ranker, "revise_margin": margin}, {"detector": detector} if learned else {})
+        per = {}
+        for name, (lib_dir, dialogues) in loaded.items():
+            ctx = _context(name, lib_dir, cache, switch_model=str(cand_path), **over)
+            m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
+            per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "switch_recall", "revisions_per_turn")}
+        results[label] = {"overrides": {**over, **({"revise_margin": margin} if over.get("revise") else {}),
+                                        **({"learned_detector": True} if learned else {})},
+                          "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / len(per)}
+        typer.echo(f"  closed loop (train) {label}: " + ", ".join(f"{n} top-1 {p['top1']:.3f}" for n, p in per.items()))
+    chosen = max(results, key=lambda k: results[k]["top1_mean"])
+    over = results[chosen]["overrides"]
+    if "revise_margin" in over:
+        ranker["revise_margin"] = over["revise_margin"]
+    chosen_context = {k: v for k, v in over.items() if k not in ("revise_margin", "learned_detector")}
+    extra = {"trained_on": {"sgd": f"train, every {sgd_every}th dialogue", "star": f"train (DialogueID % 5 in 1,2), every {star_every}th dialogue"},
+             "fit": fitted, "chosen": {"label": chosen, "context": chosen_context},
+             "command": f"flowdesk train switch --sgd-every {sgd_every} --star-every {star_every} "
+                        f"--loop-every {loop_every} --star-loop-every {star_loop_every}"}
+    if over.get("learned_detector"):
+        extra["detector"] = detector
+    extra["detector_fit"] = detector  # recorded either way (used by the agent only when chosen)
+    write_model(model_path, ranker, extra)
+    metrics = {"summary": {"chosen": chosen, **results[chosen]}, "candidates": results, "fit": fitted,
+               "seconds": time.perf_counter() - started}
+    _report(out, metrics, ranker, extra)
+    return metrics
+
+
+def _report(out: Path, metrics: dict, ranker: dict, extra: dict) -> None:
+    from .report import Report
+
+    rep = Report(out, "Switch ranker and configuration — fitted and chosen on the training splits")
+    rep.text(f"Rows: {metrics['fit']['rows']} (candidate, turn) pairs over {metrics['fit']['turns']} turns of "
+             f"{extra['trained_on']['sgd']} (SGD) and {extra['trained_on']['star']} (STAR). Reproduce: "
+             f"`{extra['command']}`. Dev splits were not read.")
+    rows = [[label, *(r["per_dataset"][n]["top1"] for n in ("sgd", "star")), r["top1_mean"],
+             *(r["per_dataset"][n]["searches_per_turn"] for n in ("sgd", "star"))]
+            for label, r in metrics["candidates"].items()]
+    rep.table("Closed loop on the train samples (the chosen one is the agent's default)",
+              ["configuration", "SGD top-1", "STAR top-1", "mean", "SGD searches/turn", "STAR searches/turn"], rows)
+    rep.table("Ranker weights (logistic regression)", ["feature", "weight"],
+              [[k, v] for k, v in ranker["weights"].items()] + [["bias", ranker["bias"]],
+                                                                 ["revise margin", ranker["revise_margin"]]])
+    rep.text(f"Chosen: **{metrics['summary']['chosen']}**.")
+    rep.write(metrics)
+
+
+def train_command(
+    data: Path = typer.Option(None, help="Data directory (default $FLOWDESK_DATA or ../shared/data)."),
+    out: Path = typer.Option(Path("reports/switch-train"), help="Report folder."),
+    model: Path = typer.Option(None, help="Where to write the model (default: the bundled switch_model.json)."),
+    sgd_every: int = typer.Option(40, help="SGD train: every k-th dialogue for the ranker's rows."),
+    star_every: int = typer.Option(10, help="STAR train: every k-th dialogue for the ranker's rows."),
+    loop_every: int = typer.Option(100, help="SGD train: every k-th dialogue for the closed-loop choice."),
+    star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
+) -> None:
+    """Fit the switch ranker on SGD/STAR train and choose the switching configuration closed loop."""
+    from dialogue.understanding.ranker import MODEL_PATH
+
+    data = Path(data) if data else default_data_dir()
+    if not data.is_dir():
+        raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
+    m = train(data, out, Path(model) if model else MODEL_PATH, sgd_every, star_every, loop_every,
+              Path(".flowdesk/eval"), star_loop_every)
+    typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")

@@ -1,0 +1,150 @@
+"""The closed-loop switching evaluation decides exactly what the compiled graph decides.
+
+Dialogues are replayed twice: through ``evals.switch_loop`` (the understanding nodes called in the
+graph's order) and through ``graph.agent.build_agent`` with an in-memory checkpointer, each turn
+stopped after ``apply_commands`` and the dataset's agent message written into the thread.  The active
+workflow, the turn's commands and the stack must agree turn by turn.  Also: the loop's metrics and
+error categories, and ReviseFlow/VerifyFlow on the stack.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from evals.datasets import Dialogue, Turn, finish_labels
+
+DIALOGUES = [
+    [("user", "I'd like to book a table at Casa Fiorella for 4 people on 2026-12-10 at 19:00", "book_table"),
+     ("agent", "Could you tell me the name the booking is made under?", None),
+     ("user", "Oh wait, before that: where is my order ORD-7002? My email is amelia.hart@example.com", "track_order"),
+     ("agent", "Order ORD-7002 was delivered on 2026-11-06.", None),
+     ("user", "Thanks. Now back to my table booking", "book_table"),
+     ("agent", "Sure, back to book a table. Could you tell me the name the booking is made under?", None),
+     ("user", "The name is Amelia Hart", "book_table")],
+    [("user", "What's my account balance?", "check_balance"),
+     ("agent", "To check a balance I need your customer number, your 4-digit PIN and the account.", None),
+     ("user", "C-1001, PIN 4821, checking", "check_balance"),
+     ("agent", "Your checking balance is 2481.37 EUR. Anything else?", None),
+     ("user", "my card was stolen, block it please", "block_card"),
+     ("agent", "Which card, and your customer number?", None),
+     ("user", "never mind", None)],
+]
+
+
+def _dialogue(i: int, rows) -> Dialogue:
+    return finish_labels(Dialogue(f"d{i}", [Turn(s, t, g) for s, t, g in rows]))
+
+
+def _graph_decisions(agent, rows) -> list[tuple]:
+    from graph.state import active_workflow, turn_commands
+
+    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    out = []
+    for speaker, text, _ in rows:
+        if speaker == "agent":
+            agent.update_state(config, {"messages": [AIMessage(text)]})
+            continue
+        agent.invoke({"messages": [HumanMessage(text)]}, config, interrupt_after=["apply_commands"])
+        state = agent.get_state(config).values
+        out.append((active_workflow(state), [c["command"] for c in turn_commands(state)],
+                    [(f["workflow"], f["status"]) for f in state.get("stack") or []]))
+    return out
+
+
+def _loop_decisions(loop, rows) -> list[tuple]:
+    from graph.state import active_workflow, turn_commands
+
+    state: dict = {"messages": []}
+    out = []
+    for speaker, text, _ in rows:
+        if speaker == "agent":
+            state = loop.agent_turn(state, text)
+            continue
+        state = loop.user_turn(state, text)
+        out.append((active_workflow(state), [c["command"] for c in turn_commands(state)],
+                    [(f["workflow"], f["status"]) for f in state.get("stack") or []]))
+    return out
+
+
+def test_the_evaluation_decides_what_the_compiled_graph_decides(agent_context):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from evals.switch_loop import UnderstandingLoop, replay
+    from graph.agent import build_agent
+
+    agent = build_agent(agent_context, checkpointer=InMemorySaver())
+    loop = UnderstandingLoop(agent_context)
+    for i, rows in enumerate(DIALOGUES):
+        graph = _graph_decisions(agent, rows)
+        assert graph == _loop_decisions(loop, rows), f"dialogue {i}"
+        turns = replay(loop, _dialogue(i, rows))
+        assert [t.active for t in turns] == [g[0] for g in graph]
+    # the digression is taken and the booking resumed (the agent's own decisions, closed loop)
+    first = _loop_decisions(loop, DIALOGUES[0])
+    assert [d[0] for d in first] == ["book_table", "track_order", "book_table", "book_table"]
+
+
+def test_metrics_and_error_categories():
+    from evals.switch_loop import LoopTurn, error_category, loop_metrics
+
+    def t(gold, prev, before, active, decision="STAY", first=False, revised=False):
+        return LoopTurn("d", 0, gold, prev, before, active, decision, [], [], False, revised, first, 1.0)
+
+    turns = [t("A", None, None, "B", "SEARCH", first=True),  # wrong pick at the change
+             t("A", "A", "B", "B"),  # stayed on a wrong pick
+             t("C", "A", "B", "B"),  # missed change
+             t("C", "C", "C", "D", "SEARCH"),  # needless search
+             t("C", "C", "D", "C", revised=True)]  # revised: right
+    assert [error_category(x) for x in turns] == ["wrong pick at the change", "stayed on a wrong pick",
+                                                  "missed change", "needless search", None]
+    m = loop_metrics(turns)
+    assert m["top1"] == pytest.approx(0.2) and m["errors"] == 4
+    assert m["error_shares"]["missed change"] == pytest.approx(0.25)
+    assert m["switch_recall"] == pytest.approx(0.5) and m["switch_recall_no_first"] == pytest.approx(0.0)
+
+
+def test_revise_flow_replaces_the_frame_and_keeps_fitting_slots():
+    from dialogue.commands import ReviseFlow, VerifyFlow, apply_all
+    from dialogue.frames import new_frame
+    from dialogue.turn import make_env
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    env = make_env(3, lib.workflows, {})
+    below = new_frame("check_balance", 1)
+    below["status"] = "interrupted"
+    frame = new_frame("cancel_order", 2, {"order_id": "ORD-7001", "reason": "late"})
+    stack = apply_all([below, frame], [VerifyFlow(workflow="cancel_order", belief={"cancel_order": -0.1,
+                                                                                   "track_order": -2.0}, turn=3)], env)
+    assert stack[-1]["belief"]["track_order"] == -2.0 and stack[-1]["id"] == frame["id"]
+    stack = apply_all(stack, [ReviseFlow(workflow="track_order", previous="cancel_order", turn=3)], env)
+    top = stack[-1]
+    assert top["workflow"] == "track_order" and top["status"] == "active" and top["started"] == 2
+    assert top["slots"] == {"order_id": "ORD-7001"}  # "reason" is not a slot of track_order
+    assert top["belief"]["track_order"] == -2.0 and stack[0]["workflow"] == "check_balance"
+    # a revision of a workflow that is not the active one does nothing
+    assert apply_all(stack, [ReviseFlow(workflow="book_table", previous="cancel_order", turn=4)], env) == stack
+
+
+def test_correction_is_recognised():
+    from dialogue.understanding.belief import is_correction
+
+    assert is_correction("No, I meant the reservation, not the search")
+    assert is_correction("that's not what I asked, I want to track it")
+    assert not is_correction("No thanks, that's all")
+
+
+def test_default_configuration_is_the_one_chosen_on_train():
+    from dialogue.understanding.ranker import FEATURES, load_ranker
+    from evals.switch_loop import chosen_on_train
+    from graph.context import Context
+
+    ranker = load_ranker()
+    assert ranker is not None and len(ranker.weights) == len(FEATURES)
+    label, overrides = chosen_on_train()
+    assert label and isinstance(overrides, dict)
+    ctx = Context()
+    assert {k: getattr(ctx, k) for k in overrides} == overrides, f"Context defaults differ from {label!r}"
