@@ -28,9 +28,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workflows.errors import Issue, LibraryError, load_yaml, pydantic_issues
+from workflows.errors import Issue, LibraryError, parse_file
 
 DRIVERS = ("user", "confirm")
 CHECKS = ("workflow", "bot_contains", "bot_matches", "tool_called", "tool_not_called", "slot",
@@ -151,14 +151,9 @@ def load_tests(paths: Iterable[str | Path], workflows: Iterable[str] | None = No
     if not files:
         raise LibraryError([Issue(", ".join(map(str, paths)), None, "", "no test files (*.yaml) found")])
     for path in files:
-        doc, errs = load_yaml(path)
+        tf, doc, errs = parse_file(path, TestFile)
         issues += errs
-        if doc is None:
-            continue
-        try:
-            tf = TestFile.model_validate(doc.data)
-        except ValidationError as exc:
-            issues += pydantic_issues(doc, exc)
+        if tf is None:
             continue
         names: set[str] = set()
         for ci, case in enumerate(tf.test_cases):

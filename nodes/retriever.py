@@ -37,17 +37,18 @@ def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
                              active_workflow(state), seen, rerank_text(state.get("messages") or []))
     return [{**by_name[name], "score": round(score, 6)} for name, score in ranking]
 
-def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
+def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict], route: dict | None
              ) -> tuple[list[dict], dict[str, float]]:
-    """The candidates in the learned ranker's order (score = its logit) and the pick's belief."""
+    """The candidates in the learned ranker's order (score = its logit) and the pick's belief.  Its
+    lexical and dense evidence comes from the same routed pool (a hierarchical route still holds)."""
     ranker = load_ranker(ctx.switch_model)
     if ranker is None:
         return candidates, {}
     text, agent, _ = split_history(state.get("messages") or [])
     lexical = [(c["workflow"], float(c["score"])) for c in
-               res.retriever.search(query, retriever="bm25", strategy="flat", top_k=DEPTH)]
+               res.retriever.search(query, retriever="bm25", strategy=ctx.strategy, top_k=DEPTH, route=route)]
     dense = [(c["workflow"], float(c["score"])) for c in
-             res.retriever.search(query, retriever="dense", strategy="flat", top_k=DEPTH)]
+             res.retriever.search(query, retriever="dense", strategy=ctx.strategy, top_k=DEPTH, route=route)]
     ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical, dense)
     stack = state.get("stack") or []
     seen = [f["workflow"] for f in stack]
@@ -74,7 +75,7 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                                       route=route or None)
     belief: dict[str, float] = {}
     if ctx.ranker and candidates:
-        candidates, belief = _learned(state, ctx, res, query, candidates)
+        candidates, belief = _learned(state, ctx, res, query, candidates, route or None)
     elif ctx.context_prior and candidates:
         candidates = _with_prior(state, res.library, candidates)
     candidates = candidates[:ctx.top_k]

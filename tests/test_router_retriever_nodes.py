@@ -78,9 +78,12 @@ def test_retriever_starts_the_top_candidate_and_interrupts_the_unfinished_one(st
              "stack": [frame("block_card", executed=["freeze_card"], slots={"card_number": "1234"})]}
     out = retriever(state, rt(store_dir))
     assert out["candidates"][0]["workflow"] == "book_flight"
-    assert out["commands"] == [{"command": "start_flow", "turn": 2, "workflow": "book_flight",
-                                "query": "I need a plane ticket to Rome", "source": "retriever",
-                                "confidence": round(out["candidates"][0]["score"], 6)}]
+    [cmd] = out["commands"]
+    belief = cmd.pop("belief")  # the learned ranker's log-probabilities over the candidates it weighed
+    assert cmd == {"command": "start_flow", "turn": 2, "workflow": "book_flight",
+                   "query": "I need a plane ticket to Rome", "source": "retriever",
+                   "confidence": round(out["candidates"][0]["score"], 6)}
+    assert max(belief, key=belief.get) == "book_flight" and all(v <= 0 for v in belief.values())
     stack = apply(state["stack"], out, store_dir)
     after = {"stack": stack}
     assert active_workflow(after) == "book_flight" and interrupted_workflows(after) == ["block_card"]
@@ -105,7 +108,9 @@ def test_finished_workflow_is_dropped_and_the_resumed_one_leaves_the_stack(store
 def test_starting_again_the_active_workflow_keeps_its_frame(store_dir):
     current = frame("block_card", executed=["freeze_card"])
     out = retriever({"search_query": "I lost my credit card, please stop it", "stack": [current]}, rt(store_dir))
-    assert apply([current], out, store_dir) == [current]
+    [after] = apply([current], out, store_dir)
+    assert after.pop("belief")  # the re-found pick's belief is refreshed; the frame and its progress are kept
+    assert after == current
 
 
 def test_retriever_without_query_uses_the_last_user_message(store_dir):
@@ -150,11 +155,13 @@ def test_context_prior_prefers_the_role_already_in_use(store_dir):
     # prior (role in use, as tuned on SGD/STAR train) keeps the card services role on top.
     state = {"search_query": "I want to apply for a new one", "messages": [HumanMessage("I want to apply for a new one")],
              "route": {"domains": [], "roles": []}, "stack": [frame("increase_card_limit")]}
-    plain = retriever(state, rt(store_dir, retriever="bm25"))
-    primed = retriever(state, rt(store_dir, retriever="bm25", context_prior=True))
+    plain = retriever(state, rt(store_dir, retriever="bm25", ranker=False))
+    primed = retriever(state, rt(store_dir, retriever="bm25", ranker=False, context_prior=True))
     assert plain["candidates"][0]["workflow"] == "apply_mortgage"
     assert primed["candidates"][0]["role"] == "card_services"
     assert len(primed["candidates"]) == len(plain["candidates"]) == 5
+    learned = retriever(state, rt(store_dir, retriever="bm25"))  # the default: the learned ranker weighs the role too
+    assert learned["candidates"][0]["role"] == "card_services"
 
 
 def test_a_search_after_cancelling_keeps_the_interrupted_workflow_waiting(store_dir):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 # libyaml's parser when PyYAML was built with it (several times faster on large imported libraries).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -267,3 +269,16 @@ def pydantic_issues(doc: YamlDoc, exc: ValidationError) -> list[Issue]:
             msgs.append(msg)
     # A union field yields one error per member: report them once, joined.
     return [Issue(str(doc.path), doc.line(loc), field_path(loc), " or ".join(msgs)) for loc, msgs in merged.items()]
+
+
+def parse_file(path: Path, model: type[M]) -> tuple[M | None, YamlDoc | None, list[Issue]]:
+    """Load a YAML file and validate it as ``model``: the object (or None), the document (for line
+    lookups; None when the YAML itself is broken) and every issue, each naming file, line and field."""
+    doc, issues = load_yaml(path)
+    if doc is None:
+        return None, None, issues
+    try:
+        return model.model_validate(doc.data), doc, issues
+    except ValidationError as exc:
+        return None, doc, issues + pydantic_issues(doc, exc)
+

@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
 
-from .errors import Issue, LibraryError, load_yaml, pydantic_issues
+from .errors import Issue, LibraryError, parse_file
 from .pdl import Domain, Role, Workflow
 from .policy import BindingPolicy
 from .validate import validate_workflow
@@ -52,20 +51,9 @@ class Library:
         }
 
 
-def _parse(path: Path, model):
-    doc, issues = load_yaml(path)
-    if doc is None:
-        return None, None, issues
-    try:
-        obj = model.model_validate(doc.data)
-    except ValidationError as exc:
-        return None, doc, issues + pydantic_issues(doc, exc)
-    return obj, doc, issues
-
-
 def load_workflow(path: Path, policy: BindingPolicy | None = None) -> Workflow:
     """Load and validate one workflow file on its own (no library-level checks)."""
-    wf, doc, issues = _parse(Path(path), Workflow)
+    wf, doc, issues = parse_file(Path(path), Workflow)
     if wf is not None:
         issues = issues + validate_workflow(wf, doc, policy)
     if issues:
@@ -90,7 +78,7 @@ def check_library(root: str | Path, policy: BindingPolicy | None = None) -> tupl
         rel = path.relative_to(root)
         depth = len(rel.parts)
         if path.name == DOMAIN_FILE:
-            dom, doc, errs = _parse(path, Domain)
+            dom, doc, errs = parse_file(path, Domain)
             issues += errs
             if dom is not None:
                 if depth != 2 or dom.name != rel.parts[0]:
@@ -98,7 +86,7 @@ def check_library(root: str | Path, policy: BindingPolicy | None = None) -> tupl
                                         f"domain {dom.name!r} must live in folder {dom.name}/"))
                 lib.domains[dom.name] = dom
         elif path.name == ROLE_FILE:
-            role, doc, errs = _parse(path, Role)
+            role, doc, errs = parse_file(path, Role)
             issues += errs
             if role is not None:
                 if depth != 3 or (role.domain, role.name) != rel.parts[:2]:
@@ -110,7 +98,7 @@ def check_library(root: str | Path, policy: BindingPolicy | None = None) -> tupl
                                         f"duplicate role name {role.name!r}"))
                 lib.roles[role.name] = role
         else:
-            wf, doc, errs = _parse(path, Workflow)
+            wf, doc, errs = parse_file(path, Workflow)
             issues += errs
             if wf is None:
                 continue

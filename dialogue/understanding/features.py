@@ -9,6 +9,8 @@ from typing import Any, Sequence
 
 from workflows.text import FILLERS, NO_START, YES_START, content_words, message_text, role_of, stemmed
 
+from .slots import EMAIL
+
 # --- lexical features -------------------------------------------------------------------------------
 
 CLOSING = re.compile(r"\b(that'?s all|that is all|that'?ll be all|that will be all|that would be all|"
@@ -107,6 +109,8 @@ def lexical_features(turn: str, agent: str, workflow=None, pending: str | None =
         answer += 0.4
     if NUMBERISH.search(turn):
         answer += 0.3
+    if EMAIL.search(turn):
+        answer += 0.5  # an e-mail address is a value someone gives, never a request
     if ORDINAL.search(turn):
         answer += 0.5
     if workflow is not None and any(v and re.search(rf"\b{re.escape(v)}\b", low) for v in _slot_values(workflow)):

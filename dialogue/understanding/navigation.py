@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workflows.text import FILLERS, UNSURE, yes_no
+from workflows.text import FILLERS, UNSURE, content_words, yes_no
 
 from ..commands import (CancelFlow, ChitChat, Close, Command, HumanHandoff, ResumeFlow, SkipQuestion,
                         StartFlow)
 from .policy_offline import Verdict
 
 BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:with|the|my)|carry on|"
-                  r"pick up where|where we (?:were|left)|finish(?:ing)? (?:the|my|up|booking|it|that)|"
+                  r"pick up where|where we (?:were|left)|finish(?:ing)? (?:the|my|up|it|that)|"
                   r"now (?:the|my)\b)", re.I)
 CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
                     r"i changed my mind)\b", re.I)
@@ -22,16 +22,12 @@ ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
 HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
                    r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
                    r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)\b", re.I)
-_WORD = re.compile(r"[a-z]+")
+# Navigation words say *that* the user goes back, not *where*: they never count as naming a workflow.
+_NAVIGATION = frozenset({"back", "get", "let", "now", "finish", "finishing"})
 
 
 def _stems(text: str) -> set[str]:
-    out = set()
-    for w in _WORD.findall(text.lower().replace("_", " ")):
-        if w in FILLERS or len(w) < 3 or w in ("back", "go", "get", "let", "now", "finish", "finishing"):
-            continue
-        out.add(w[:4])  # crude stemming: booking/book, tables/table
-    return out
+    return {w[:4] for w in content_words(text.replace("_", " ")) if w not in FILLERS and w not in _NAVIGATION}
 
 
 def pick_resume(text: str, stacked: list[str], describe: dict[str, str]) -> str | None:
@@ -63,6 +59,8 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     target = pick_resume(text, stacked, describe)
     if target is not None:
         return [ResumeFlow(workflow=target, turn=turn)]
+    if active and ABANDON.search(text) and not (content_words(ABANDON.sub(" ", text)) - FILLERS):
+        return [CancelFlow(workflow=active, turn=turn)]  # "never mind, forget it": nothing new to search for
     if verdict.action == "SEARCH":
         return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,
                           source=verdict.policy)]

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workflows.errors import Issue, LibraryError, load_yaml, pydantic_issues
+from workflows.errors import Issue, LibraryError, parse_file
 
 
 SCRIPTS_DIR = Path(__file__).parent.parent / "compliance_scripts"
@@ -99,14 +99,9 @@ def load_scripts(directory: str | Path = SCRIPTS_DIR) -> list[Script]:
     scripts: list[Script] = []
     issues: list[Issue] = []
     for path in sorted(Path(directory).glob("*.yaml")):
-        doc, errs = load_yaml(path)
+        sf, doc, errs = parse_file(path, ScriptFile)
         issues += errs
-        if doc is None:
-            continue
-        try:
-            sf = ScriptFile.model_validate(doc.data)
-        except ValidationError as exc:
-            issues += pydantic_issues(doc, exc)
+        if sf is None:
             continue
         for ti, t in enumerate(sf.templates):
             if t.category not in CATEGORIES:
