@@ -30,10 +30,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(workdir: Path, port: int, env: dict) -> subprocess.Popen:
+def _start(workdir: Path, port: int, env: dict, checkpoint: str) -> subprocess.Popen:
     # Its own session: the test can signal exactly this process group and nothing else.
     return subprocess.Popen([sys.executable, "-m", "graph.cli", "serve", "--port", str(port),
-                             "--checkpoint", str(workdir / "checkpoints.sqlite")],
+                             "--checkpoint", checkpoint],
                             cwd=workdir, env=env, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -72,8 +72,24 @@ def _kill_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def checkpoint_store(request, tmp_path):
+    """Where the served threads live: the default SQLite file, or a throw-away PostgreSQL server
+    (skipped, with the reason, when no server binaries are installed)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "srv" / "checkpoints.sqlite")
+        return
+    from pgcluster import PgCluster
+
+    cluster = PgCluster.create()
+    try:
+        yield cluster.url
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
-def served(tmp_path, agent_context):
+def served(tmp_path, agent_context, checkpoint_store):
     workdir = tmp_path / "srv"
     workdir.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FLOWDESK_STORE_DIR": copy_store(agent_context, workdir / "store"),
@@ -82,7 +98,7 @@ def served(tmp_path, agent_context):
     started: list[subprocess.Popen] = []
 
     def start(port: int) -> subprocess.Popen:
-        proc = _start(workdir, port, env)
+        proc = _start(workdir, port, env, checkpoint_store)
         started.append(proc)
         return proc
 
