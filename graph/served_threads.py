@@ -15,10 +15,15 @@ client's 200 means the record is on disk.  The write is the runtime's own atomic
 temp-file-and-rename, done on the event loop: the runtime mutates the store only on that loop, so
 a pickle taken there never sees a half-applied change — which is also why the timer thread's
 flush of this store is turned into a no-op (two writers would share one temp file).
+
+Group commit: the store is pickled whole (its cost grows with the runs it holds: ~0.5 MB and tens of
+ms after 170 runs on a loaded 2-core machine), so operations finishing in the same event-loop tick
+share one write — each still returns only after a write that includes its change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import threading
@@ -41,7 +46,7 @@ def install(ops: Any = None, store: Any = None) -> list[str]:
     if store is None:
         from langgraph_runtime_inmem.database import GLOBAL_STORE as store
 
-    write = _owner_thread_sync(store)
+    write = _GroupWrite(_owner_thread_sync(store))
     wrapped = []
     for cls_name, names in MUTATING.items():
         cls = getattr(ops, cls_name)
@@ -57,14 +62,39 @@ def install(ops: Any = None, store: Any = None) -> list[str]:
     return wrapped
 
 
-def _written_through(func: Callable, write: Callable[[], None]) -> Callable:
+class _GroupWrite:
+    """One write for every operation that finished before it started (see the module docstring)."""
+
+    def __init__(self, write: Callable[[], None]):
+        self._write = write
+        self._next: asyncio.Future | None = None  # the write not started yet, joined by later ops
+
+    async def __call__(self) -> None:
+        if self._next is None:
+            self._next = fut = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.sleep(0)  # one tick: the operations finishing alongside join this write
+            finally:  # even when this op is cancelled meanwhile: the joined ones wait for the write
+                self._next = None  # from here on, a change starts the next write
+                try:
+                    self._write()
+                except BaseException as exc:  # noqa: BLE001 - every joined op raises it
+                    fut.set_exception(exc)
+                    fut.exception()  # marked retrieved: a lone waiter gets it through the raise
+                    raise
+                fut.set_result(None)
+        else:
+            await asyncio.shield(self._next)
+
+
+def _written_through(func: Callable, write: Callable) -> Callable:
     @functools.wraps(func)
     async def op(*args, **kwargs):
         try:
             return await func(*args, **kwargs)
         finally:
             # Also after an error: an operation may have changed the store before raising.
-            write()
+            await write()
 
     setattr(op, _MARK, True)
     return op
