@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{killed['server_kills']} SIGKILLs of `flowdesk serve`'s process group, each followed by a "
                       f"restart on the same port (median {statistics.median(killed['restart_seconds']):.0f} s to "
                       f"answer `/ok`): threads created {killed['threads_created']}, lost **{killed['threads_lost']}** "
-                      f"(half of them created just before the kill); turns answered before a kill "
+                      f"({killed['turns_answered_before_kill']} of them created just before the kill); turns answered before a kill "
                       f"{killed['turns_answered_before_kill']}, turns in flight at the kill "
                       f"{killed['turns_in_flight']} ({killed['in_flight_finished_after_restart']} finished by the "
                       f"restarted server); turns lost **{killed['turns_lost']}**, turns doubled "
