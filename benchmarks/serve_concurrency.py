@@ -6,8 +6,11 @@ then ``--threads`` conversations at once.  Every conversation books a table unde
 and date (three turns: the request, the name, "yes" to the confirmation), so each thread's data is
 unique; a leak is any message or interrupt of one thread that holds another thread's name or date.
 Writes ``report.md``, ``metrics.json`` (headline under ``summary``) and ``latency.png`` to ``--out``;
-``--kills FILE`` adds the summary of a kill-suite run (tests/fault_kill_server.py ``--out``).  The
-server is stopped by its process group (the one it started), SIGTERM then SIGKILL.
+``--kills FILE`` adds the summary of a kill-suite run (tests/fault_kill_server.py ``--out``).
+``--server-kills N`` then SIGKILLs the server N times (alternately right after a finished turn and a
+thread created just before the kill, and while a turn is in flight), restarts it on the same port and
+counts threads and turns lost or doubled.  The server is stopped by its process group (the one it
+started), SIGTERM then SIGKILL.
 
     .venv/bin/python benchmarks/serve_concurrency.py --threads 50 --out reports/faults
 """
@@ -137,6 +140,68 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process group it started, nothing else
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def server_kills(client, work: Path, port: int, env: dict, server: subprocess.Popen, n: int, seed: int = 13
+                 ) -> tuple[dict, subprocess.Popen]:
+    """SIGKILL the server ``n`` times; after each restart every thread a client was told exists must be
+    there, every answered turn kept, and a turn in flight either answered after the restart or lost
+    (counted), never doubled."""
+    import random
+
+    rng = random.Random(seed)
+    stats = {"server_kills": 0, "threads_created": 0, "threads_lost": 0, "turns_answered_before_kill": 0,
+             "turns_lost": 0, "turns_in_flight": 0, "in_flight_finished_after_restart": 0, "turns_doubled": 0,
+             "restart_seconds": []}
+    for k in range(n):
+        in_flight = k % 2 == 1
+        guest, day = conversation_data(20_000 + k)
+        request = f"Book a table at Casa Fiorella for 2 on {day} at 19:00"
+        thread = client.threads.create()["thread_id"]
+        stats["threads_created"] += 1
+        if in_flight:
+            client.runs.create(thread, "agent", input={"messages": [{"role": "user", "content": request}]})
+            time.sleep(rng.uniform(0.0, 1.0))  # somewhere inside the turn (about 1 s on this machine)
+            stats["turns_in_flight"] += 1
+            fresh = None
+        else:
+            client.runs.wait(thread, "agent", input={"messages": [{"role": "user", "content": request}]})
+            stats["turns_answered_before_kill"] += 1
+            fresh = client.threads.create()["thread_id"]
+            stats["threads_created"] += 1
+        kill_group(server)
+        stats["server_kills"] += 1
+        began = time.perf_counter()
+        server = start_server(work, port, env)
+        stats["restart_seconds"].append(round(time.perf_counter() - began, 1))
+        for t in [thread] + ([fresh] if fresh else []):
+            try:
+                client.threads.get(t)
+            except Exception:  # noqa: BLE001 - a 404: the thread was lost
+                stats["threads_lost"] += 1
+        try:
+            for run in client.runs.list(thread):  # a run cut off is re-queued by the server: let it end
+                if run["status"] in ("pending", "running"):
+                    client.runs.join(thread, run["run_id"])
+            msgs = (client.threads.get_state(thread).get("values") or {}).get("messages", [])
+        except Exception:  # noqa: BLE001
+            msgs = []
+        humans = [m for m in msgs if m.get("type") == "human" and m.get("content") == request]
+        answered = len(msgs) >= 2 and msgs[-1].get("type") == "ai"
+        stats["turns_doubled"] += max(0, len(humans) - 1)
+        if not (humans and answered):
+            stats["turns_lost"] += 1
+        elif in_flight:
+            stats["in_flight_finished_after_restart"] += 1
+    return stats, server
+
+
 def summarise(results: list[dict]) -> dict:
     lat = [x for r in results for x in r["latencies_ms"]]
     return {"conversations": len(results), "turns": len(lat), "p50_ms": round(percentile(lat, 0.5), 1),
@@ -167,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single", type=int, default=5, help="conversations run one at a time first")
     ap.add_argument("--store", default="", help="a built store directory to use (default: build one)")
     ap.add_argument("--kills", default="", help="a kill-suite JSON (tests/fault_kill_server.py --out) to report")
+    ap.add_argument("--server-kills", type=int, default=0, help="SIGKILLs of the server afterwards (0: none)")
     ap.add_argument("--out", default="reports/faults")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -191,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=args.threads) as pool:
             many = list(pool.map(lambda i: converse(client, i), range(args.single, args.single + args.threads)))
         wall = time.perf_counter() - began
+        killed = None
+        if args.server_kills:
+            killed, server = server_kills(client, work, port, env, server, args.server_kills)
     finally:
         stop_server(server)
     one, lots = summarise(single), summarise(many)
@@ -204,8 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     if kills:
         summary.update({"kills": kills["kills"], "duplicate_side_effects": kills["duplicate_side_effects"],
                         "kill_failures": kills["failures"]})
+    if killed:
+        summary.update({"server_kills": killed["server_kills"], "served_threads_lost": killed["threads_lost"],
+                        "served_turns_lost": killed["turns_lost"], "served_turns_doubled": killed["turns_doubled"]})
     plot(single, many, out / "latency.png", args.threads)
-    metrics = {"summary": summary, "single": one, "concurrent": lots, "kill_suite": kills,
+    metrics = {"summary": summary, "single": one, "concurrent": lots, "kill_suite": kills, "server_kills": killed,
                "machine": {"cpus": os.cpu_count(), "load_avg_1m_after": round(os.getloadavg()[0], 2)}}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     rows = [f"| 1 thread at a time ({args.single} conversations) | {one['turns']} | {one['p50_ms']} | {one['p95_ms']} "
@@ -221,10 +293,21 @@ def main(argv: list[str] | None = None) -> int:
                      f"user not told exactly once: {kills['told_wrong']}, failed trials: {kills['failures']}; "
                      f"{kills['reported_by_next_message']} of {kills['next_message_recoveries']} next-message "
                      f"recoveries reported the interrupted booking.\n")
+    if killed:
+        kill_text += (f"\n## SIGKILL of the server (`--server-kills {args.server_kills}`)\n\n"
+                      f"{killed['server_kills']} SIGKILLs of `flowdesk serve`'s process group, each followed by a "
+                      f"restart on the same port (median {statistics.median(killed['restart_seconds']):.0f} s to "
+                      f"answer `/ok`): threads created {killed['threads_created']}, lost **{killed['threads_lost']}** "
+                      f"({killed['turns_answered_before_kill']} of them created just before the kill); turns answered before a kill "
+                      f"{killed['turns_answered_before_kill']}, turns in flight at the kill "
+                      f"{killed['turns_in_flight']} ({killed['in_flight_finished_after_restart']} finished by the "
+                      f"restarted server); turns lost **{killed['turns_lost']}**, turns doubled "
+                      f"**{killed['turns_doubled']}**.\n")
     (out / "report.md").write_text(f"""# Faults: concurrent threads on `flowdesk serve`{' and SIGKILL recovery' if kills else ''}
 
 `{' '.join(['python', 'benchmarks/serve_concurrency.py', '--threads', str(args.threads), '--out', str(args.out)]
-          + (['--kills', args.kills] if args.kills else []))}` — the LangGraph API server on the durable SQLite
+          + (['--kills', args.kills] if args.kills else [])
+          + (['--server-kills', str(args.server_kills)] if args.server_kills else []))}` — the LangGraph API server on the durable SQLite
 checkpointer, offline policies, real tools; each conversation books a table under its own name and date
 (request, name, "yes" to the confirmation).  Machine: {os.cpu_count()} cores shared with other work
 (1-minute load average after the run: {os.getloadavg()[0]:.1f}).
@@ -240,7 +323,8 @@ Bookings confirmed in the concurrent run: {lots['booked']}/{args.threads}; throu
 ![latency](latency.png)
 """)
     print(json.dumps(summary))
-    return 0 if leaked == 0 and not summary["errors"] else 1
+    lost = killed and (killed["threads_lost"] or killed["turns_doubled"])
+    return 0 if leaked == 0 and not summary["errors"] and not lost else 1
 
 
 if __name__ == "__main__":

@@ -99,6 +99,17 @@ def run_turn(graph, thread_id: str, text: str, *, context: Context | None = None
     ``pause=True`` stops at an interrupt instead and leaves it pending (``TurnResult.pending``); a later
     call with ``resume=True`` sends ``text`` as the answer to it (conversation tests check a turn
     before the user confirms)."""
+    from .checkpoint import store_errors, unavailable
+
+    try:
+        return _run_turn(graph, thread_id, text, context=context, on_interrupt=on_interrupt, on_reply=on_reply,
+                         on_update=on_update, pause=pause, resume=resume)
+    except store_errors() as exc:  # the checkpoint store stopped answering: named, the thread kept
+        raise unavailable(getattr(graph, "checkpointer", None), exc) from None
+
+
+def _run_turn(graph, thread_id: str, text: str, *, context, on_interrupt, on_reply, on_update, pause,
+              resume) -> TurnResult:
     config = {"configurable": {"thread_id": thread_id}}
     result = TurnResult(user=text)
     payload: Any = Command(resume=text) if resume else {"messages": [HumanMessage(text)]}

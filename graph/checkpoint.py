@@ -17,6 +17,12 @@ that turn, and a new message simply starts the next one.
 ``ledger_for(checkpointer)`` says where the tool-call ledger (``memory.ledger``) of an agent on that
 checkpointer lives: ``ledger.sqlite`` beside a SQLite file, the same PostgreSQL database, or a private
 in-memory ledger for an in-memory checkpointer (its threads die with the process, and so do its calls).
+
+A store that stops answering mid-session (a SQLite file locked past the busy timeout or unreadable, a
+PostgreSQL server restarting) is ``CheckpointUnavailableError`` at the turn's boundary
+(``unavailable(checkpointer, exc)``, raised by ``graph.chat.run_turn``): the location, the cause, and
+that the conversation so far is kept.  PostgreSQL savers sit on a connection pool that checks a
+connection before lending it, so once the server is back the same saver — and the thread — carry on.
 """
 
 from __future__ import annotations
@@ -34,6 +40,41 @@ ENV_URL = "FLOWDESK_CHECKPOINT_URL"
 
 class CheckpointConfigError(ValueError):
     pass
+
+
+class CheckpointUnavailableError(RuntimeError):
+    """The checkpoint store did not answer during a turn; names the store and what to do."""
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What a checkpoint store that stopped answering raises (not programming errors)."""
+    import sqlite3
+
+    errors: list[type[BaseException]] = [sqlite3.OperationalError]
+    try:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        errors += [psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout]
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def unavailable(checkpointer: object | None, exc: BaseException) -> CheckpointUnavailableError:
+    from workflows.sanitize import redact
+
+    if isinstance(checkpointer, str):  # a location, before any saver exists
+        where = checkpointer
+    else:
+        try:
+            where = _LOCATIONS.get(checkpointer) if checkpointer is not None else None
+        except TypeError:
+            where = None
+    return CheckpointUnavailableError(redact(
+        f"checkpoint store {where or type(checkpointer).__name__}: not answering ({type(exc).__name__}: "
+        f"{str(exc).strip()[:160]}); this turn did not finish. The conversation so far is kept: once the "
+        "store answers again, send the message again (a turn cut off midway is finished first)"))
 
 
 # checkpointer -> the location it was opened at (open_checkpointer / open_async_checkpointer) or a
@@ -102,8 +143,20 @@ async def open_async_checkpointer(path_or_url: str | os.PathLike | None = None) 
     target = resolve_target(path_or_url)
     if _is_postgres(target):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        import psycopg
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
 
-        async with AsyncPostgresSaver.from_conn_string(target) as saver:
+        try:
+            await (await psycopg.AsyncConnection.connect(target, connect_timeout=10)).close()
+        except psycopg.Error as exc:
+            raise unavailable(target, exc) from None
+
+        async with AsyncConnectionPool(target, min_size=1, max_size=8, open=False,
+                                       check=AsyncConnectionPool.check_connection,
+                                       kwargs={"autocommit": True, "prepare_threshold": 0,
+                                               "row_factory": dict_row}) as pool:
+            saver = AsyncPostgresSaver(pool)
             _remember(saver, target)
             await saver.setup()
             yield saver
@@ -132,7 +185,19 @@ def open_checkpointer(path_or_url: str | os.PathLike | None = None) -> Iterator[
             raise CheckpointConfigError(
                 f"{ENV_URL}={target.split('@')[-1]!r} needs the postgres extra: pip install 'flowdesk[postgres]'"
             ) from exc
-        with PostgresSaver.from_conn_string(target) as saver:
+        import psycopg
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        try:  # the server's own reason now (refused, auth, no such database), not a pool timeout later
+            psycopg.connect(target, connect_timeout=10).close()
+        except psycopg.Error as exc:
+            raise unavailable(target, exc) from None
+        # A pool, not one connection: a connection the server dropped (restart, failover) is replaced
+        # on the next checkout instead of failing every later turn of the process.
+        with ConnectionPool(target, min_size=1, max_size=4, open=True, check=ConnectionPool.check_connection,
+                            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}) as pool:
+            saver = PostgresSaver(pool)
             _remember(saver, target)
             saver.setup()  # idempotent: creates/migrates the checkpoint tables
             yield saver

@@ -11,13 +11,13 @@ def named_errors() -> tuple[type[BaseException], ...]:
     from workflows.errors import LibraryError
 
     from .agent import AgentInputError
-    from .checkpoint import CheckpointConfigError
+    from .checkpoint import CheckpointConfigError, CheckpointUnavailableError
     from .context import ContextError
     from .models import LLMProviderError, ModelConfigError
     from .serve import ServeError
 
     return (LibraryError, ContextError, AgentInputError, CheckpointConfigError, ModelConfigError, LLMProviderError,
-            ServeError, LedgerError, StoreLockedError, StoreUnavailableError)
+            ServeError, LedgerError, StoreLockedError, StoreUnavailableError, CheckpointUnavailableError)
 
 
 def describe(exc: BaseException) -> str:

@@ -7,9 +7,9 @@ What ``langgraph dev`` does not give an operator, and this does:
   manager yielding one; it replaces the in-memory saver whose pickles are written only every
   10 s and on a clean exit).  Ours is ``server_checkpointer``: ``graph.checkpoint``'s async saver
   over ``.flowdesk/checkpoints.sqlite`` (or ``FLOWDESK_CHECKPOINT_URL``, a Postgres URL for
-  scale-out), committed after every step.  The server's own thread list still lives in its
-  in-memory store; we flush it every second instead of every 10 s (``THREAD_FLUSH_SECONDS``), so
-  a SIGKILL loses at most the last second of thread *creations*, never a checkpointed turn.
+  scale-out), committed after every step.  The server's own thread list (the runtime's
+  in-memory store, pickled by a 10 s timer) is written through on every change instead
+  (``graph.served_threads``), so a SIGKILL loses no thread a client was told exists.
 - **One process tree, one owner.** The server runs without the auto-reloader (whose worker
   process kept serving the port after a ``kill -9`` of the main PID), in a child process group of
   this supervisor.  SIGTERM/SIGINT stop the whole group (SIGTERM, then SIGKILL after
@@ -37,7 +37,6 @@ from graph.checkpoint import ENV_URL, CheckpointConfigError, open_async_checkpoi
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 2034  # not langgraph's 2024
-THREAD_FLUSH_SECONDS = 1
 STOP_GRACE_SECONDS = 10.0
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,10 +169,11 @@ def _shown(target: str) -> str:
 
 def _child(host: str, port: int, config_path: Path) -> None:
     import langgraph_api.cli as lg_cli
-    from langgraph_runtime_inmem import _persistence
+
+    from graph import served_threads
 
     config = load_config(config_path)
-    _persistence._flush_interval = THREAD_FLUSH_SECONDS  # the thread list: every second, not every 10 s
+    served_threads.install()  # the thread list on disk before a client hears it exists
 
     def strict_port(h: str, p: int | None) -> int:
         # langgraph-api moves to another free port with a warning; an operator's clients would miss it.

@@ -224,11 +224,21 @@ class PostgresLedger(Ledger):
         import psycopg
 
         with self._lock:
-            try:
-                cur = self._conn.execute(sql, params)
-                return cur.fetchall() if cur.description else []
-            except psycopg.Error as exc:
-                raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
+            for attempt in (1, 2):
+                try:
+                    if self._conn.closed:  # the server went away and came back: a new connection
+                        self._conn = psycopg.connect(self.location, autocommit=True)
+                    cur = self._conn.execute(sql, params)
+                    return cur.fetchall() if cur.description else []
+                except psycopg.OperationalError as exc:
+                    # A connection the server dropped (restart, failover) is only known broken once
+                    # used: one retry on a new one.  Every statement here is idempotent (insert-if-absent,
+                    # update to the same outcome, reads), so running it again is safe.
+                    if attempt == 2 or not self._conn.closed:
+                        raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
+                except psycopg.Error as exc:
+                    raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self._lock:

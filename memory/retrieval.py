@@ -8,6 +8,12 @@ the top-k most relevant" items, with JSON parsing, retries, and a fallback to em
 
 Dense scoring runs on an in-memory numpy matrix read once from Chroma (Chroma is the persistent
 copy; ``benchmarks/retrieval_scale.py`` measures numpy against Chroma's ``where``-filtered query).
+
+A Chroma server (``chroma_url``) that does not answer — at start-up (after ``CONNECT_ATTEMPTS``
+tries) or mid-session (a matrix not yet in memory) — is logged once as the named
+``StoreUnavailableError`` and search goes on over BM25 of the library files
+(``memory.offline.LibraryDocsStore``); every ``RETRY_SECONDS`` the next search tries the server
+again and goes back to it (dense and hybrid) once it answers.  ``degraded`` says which mode is on.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 import logging
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +32,18 @@ import numpy as np
 from workflows.pdl import FORMATS
 
 from .bm25 import BM25Index, bm25_index
-from .store import Matrix, WorkflowStore
+from .offline import LibraryDocsStore
+from .store import Matrix, StoreUnavailableError, WorkflowStore
 
 log = logging.getLogger(__name__)
 
 RRF_K = 60
 RETRIEVERS = ("bm25", "dense", "hybrid")
 STRATEGIES = ("flat", "D>W", "R>W", "D>R>W")
+# Chroma server unavailable: tries at start-up (with backoff), then BM25 and a retry this often.
+CONNECT_ATTEMPTS = 3
+CONNECT_BACKOFF_SECONDS = 0.5
+RETRY_SECONDS = 30.0
 
 ROUTER_PROMPT = """You route a customer-service request to the right part of a workflow library.
 Given the user's request and a list of candidate {kind}, select the top-{k} most relevant {kind}
@@ -132,12 +144,59 @@ class WorkflowRetriever:
         self._lock = threading.Lock()
         self._pools: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._fingerprints: dict[str, str] = {}
+        # --- Chroma server unavailable (issue 13): BM25 over the library files, then back ---
+        self.degraded = ""  # the named error while searching without the server, else ""
+        self._reopen = None  # () -> WorkflowStore: set by build_retriever for a chroma_url store
+        self._retry_at = 0.0
+
+    @property
+    def dense(self) -> bool:
+        return getattr(self.store, "dense", True)
+
+    def _fall_back(self, exc: StoreUnavailableError) -> None:
+        """Search without the server from now on (until ``_maybe_reconnect`` finds it again)."""
+        with self._lock:
+            if self.dense:
+                self.store = LibraryDocsStore(self.library, embedder=getattr(self.store, "embedder", None))
+                self._pools.clear()
+                self._fingerprints.clear()
+            elif self.degraded:
+                return  # already said
+            self.degraded = str(exc)
+            self._retry_at = time.monotonic() + RETRY_SECONDS
+        log.warning("%s -- workflow search uses BM25 over the library files until the server answers "
+                    "(retried every %.0f s)", exc, RETRY_SECONDS)
+
+    def _maybe_reconnect(self) -> None:
+        if self.dense or self._reopen is None or time.monotonic() < self._retry_at:
+            return
+        with self._lock:
+            if self.dense or time.monotonic() < self._retry_at:
+                return
+            self._retry_at = time.monotonic() + RETRY_SECONDS  # one try per period, whatever happens
+            try:
+                store = self._reopen()
+            except StoreUnavailableError:
+                return
+            self.store, self.degraded = store, ""
+            self._pools.clear()
+            self._fingerprints.clear()
+        log.warning("the Chroma server answers again; workflow search is back on %s", store.chroma_url)
+
+    def _read(self, collection: str, fmt: str | None = None) -> Matrix:
+        self._maybe_reconnect()
+        try:
+            return self.store.matrix(collection, fmt)
+        except StoreUnavailableError as exc:
+            self._fall_back(exc)
+            return self.store.matrix(collection, fmt)
+    # --- end Chroma server unavailable ---
 
     # -- indexes --
     def _matrix(self, fmt: str) -> Matrix:
         if fmt not in FORMATS:
             raise ValueError(f"representation {fmt!r} is not one of {', '.join(FORMATS)}")
-        return self.store.matrix("workflows", fmt)
+        return self._read("workflows", fmt)
 
     def _columns(self, fmt: str):
         """(workflow, domain, role) arrays aligned with the matrix rows."""
@@ -166,6 +225,8 @@ class WorkflowRetriever:
         m = self._matrix(fmt)
         if retriever not in RETRIEVERS:
             raise ValueError(f"retriever {retriever!r} is not one of {', '.join(RETRIEVERS)}")
+        if not self.dense:
+            retriever = "bm25"  # no vectors without the Chroma server
         full = rows is None  # no fancy indexing then: V[rows] would copy the whole matrix per query
         rows = np.arange(len(m.ids)) if full else rows
         dense = sparse = None
@@ -219,6 +280,7 @@ class WorkflowRetriever:
             pool = None
         rows, scores = self._scores(query, fmt, retriever, fusion, pool)
         wf, dom, role = self._columns(fmt)
+        retriever = retriever if self.dense else "bm25"  # what was actually scored
         order = top_indices(scores, top_k)
         return [{"workflow": wf[rows[i]], "domain": dom[rows[i]], "role": role[rows[i]],
                  "score": float(scores[i]), "retriever": retriever, "level": strategy} for i in order]
@@ -237,7 +299,7 @@ class WorkflowRetriever:
 
     # -- upper layers --
     def _upper(self, collection: str) -> Matrix:
-        return self.store.matrix(collection)
+        return self._read(collection)
 
     def _embed_pick(self, query: str, collection: str, k: int, within: list[str] | None = None) -> list[str]:
         m = self._upper(collection)
@@ -247,6 +309,10 @@ class WorkflowRetriever:
             rows = np.array([i for i, md in enumerate(m.metas) if md.get("domain") in within], dtype=int)
         if len(rows) == 0:
             return []
+        if not self.dense:  # no vectors without the Chroma server: BM25 over the descriptions
+            fp = hashlib.sha1("".join(m.ids).encode()).hexdigest()
+            sims = bm25_index((self.namespace, collection, fp), m.ids, m.texts, m.metas).scores(query)[rows]
+            return [m.metas[rows[i]][key] for i in np.argsort(-sims, kind="stable")[:k]]
         q = self.embed_query(query)
         sims = m.vectors[rows] @ q
         if self.upper_scoring == "blend":
@@ -336,11 +402,32 @@ def build_retriever(library, context, *, formats=FORMATS, progress=None) -> Work
         if hit is not None and hit[0] is library:
             return hit[1]  # shared by every run: never given a run's settings (callers pass them per call)
         ns = library_namespace(library)
-        # A short wait covers a `flowdesk index` finishing; a long-running holder gets StoreLockedError.
-        store = WorkflowStore(context.store_dir, context.embedding, base_url=getattr(context, "base_url", ""),
-                              namespace=ns, lock_timeout=5.0, chroma_url=chroma_url)
-        store.sync(library, formats=formats, progress=progress)
-        retr = WorkflowRetriever(library, store, context, namespace=ns)
+
+        def open_store(attempts: int = 1) -> WorkflowStore:
+            for attempt in range(1, attempts + 1):
+                try:
+                    # A short wait covers a `flowdesk index` finishing; a long holder gets StoreLockedError.
+                    store = WorkflowStore(context.store_dir, context.embedding, base_url=getattr(context, "base_url", ""),
+                                          namespace=ns, lock_timeout=5.0, chroma_url=chroma_url)
+                    try:
+                        store.sync(library, formats=formats, progress=progress)
+                    except BaseException:
+                        store.close()
+                        raise
+                    return store
+                except StoreUnavailableError:
+                    if attempt == attempts:
+                        raise
+                    time.sleep(CONNECT_BACKOFF_SECONDS * 2 ** (attempt - 1))
+            raise AssertionError("unreachable")
+
+        try:
+            retr = WorkflowRetriever(library, open_store(CONNECT_ATTEMPTS if chroma_url else 1), context, namespace=ns)
+        except StoreUnavailableError as exc:
+            retr = WorkflowRetriever(library, LibraryDocsStore(library, formats), context, namespace=ns)
+            retr._fall_back(exc)
+        if chroma_url:
+            retr._reopen = open_store
         _CACHE[key] = (library, retr)  # holding the library keeps id(library) from being reused
         return retr
 

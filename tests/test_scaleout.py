@@ -5,15 +5,10 @@ stopped by its PID; the tests skip with a clear message when a binary is missing
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -21,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from graph.context import Context
+from pgcluster import PgCluster
 from memory.retrieval import build_retriever, library_namespace
 from memory.store import WorkflowStore, chroma_http_client
 from workflows.library import load_library
@@ -48,12 +44,13 @@ def _stop(proc: subprocess.Popen) -> None:
 
 # --- Chroma server -------------------------------------------------------------------------------
 
-def start_chroma(data: Path, log) -> tuple[subprocess.Popen, str]:
-    """A real `chroma run` on a free 127.0.0.1 port, answering its heartbeat (skips when not installed)."""
+def start_chroma(data: Path, log, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """A real `chroma run` on 127.0.0.1 (a free port unless given), answering its heartbeat (skips when
+    not installed)."""
     exe = Path(sys.executable).with_name("chroma")
     if not exe.exists():
         pytest.skip(f"no `chroma` executable next to {sys.executable}")
-    port = _free_port()
+    port = port or _free_port()
     env = dict(os.environ, ANONYMIZED_TELEMETRY="False")
     proc = subprocess.Popen([str(exe), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -128,65 +125,13 @@ def test_store_indexes_and_searches_through_a_chroma_server(chroma_server, tmp_p
 
 # --- PostgreSQL server ---------------------------------------------------------------------------
 
-def _pg_bin() -> Path | None:
-    for cand in [os.path.dirname(os.path.realpath(shutil.which("initdb") or "")) or None,
-                 *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]:
-        if cand and all((Path(cand) / b).exists() for b in ("initdb", "pg_ctl", "postgres")):
-            return Path(cand)
-    return None
-
-
 @pytest.fixture(scope="module")
 def postgres_url():
+    cluster = PgCluster.create()
     try:
-        import langgraph.checkpoint.postgres  # noqa: F401
-    except ImportError:
-        pytest.skip("langgraph-checkpoint-postgres is not installed (pip install -e .)")
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; apt-get install postgresql")
-    as_user: list[str] = []
-    # PostgreSQL refuses to run as root: run it as the `postgres` user in a directory it owns.
-    root = tempfile.mkdtemp(prefix="flowdesk-pg-")  # not under pytest's 0700 root-owned tmp dir
-    if os.geteuid() == 0:
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            shutil.rmtree(root)
-            pytest.skip("running as root and there is no `postgres` user to run the server as")
-        if not shutil.which("runuser"):
-            shutil.rmtree(root)
-            pytest.skip("running as root and `runuser` is missing")
-        os.chown(root, pw.pw_uid, pw.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    os.chmod(root, 0o700)
-    data, sock, log = f"{root}/data", f"{root}", f"{root}/postgres.log"
-    port = _free_port()
-    pg_ctl = [*as_user, str(bindir / "pg_ctl"), "-D", data]
-    try:
-        subprocess.run([*as_user, str(bindir / "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
-                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True, text=True, timeout=60)
-        # fsync off: a throw-away cluster; the test checks reopening, not crash safety of Postgres.
-        opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off"
-        started = subprocess.run([*pg_ctl, "-l", log, "-w", "-t", "30", "-o", opts, "start"],
-                                 capture_output=True, text=True, timeout=60)
-        if started.returncode != 0:
-            tail = Path(log).read_text()[-2000:] if Path(log).exists() else ""
-            pytest.fail(f"pg_ctl start failed: {started.stdout}{started.stderr}\n{tail}")
-        pid = int(Path(data, "postmaster.pid").read_text().split()[0])
-    except subprocess.CalledProcessError as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.fail(f"initdb failed: {exc.stdout}{exc.stderr}")
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield cluster.url
     finally:
-        subprocess.run([*pg_ctl, "-m", "fast", "-w", "-t", "20", "stop"], capture_output=True, timeout=60)
-        try:  # fallback: the postmaster by its PID
-            os.kill(pid, 0)
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        shutil.rmtree(root, ignore_errors=True)
+        cluster.close()
 
 
 def test_postgres_checkpointer_resumes_the_conversation(agent_context, postgres_url):
