@@ -21,6 +21,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -213,7 +214,9 @@ def play(wf: Workflow, slots: dict[str, Any], db: str, decline: bool = False, ma
             api = wf.api(nxt.name)
             if decline and api is not None and api.irreversible:
                 return True, path, calls, values_view(frame["slots"], frame["results"])
-            res = runner.run(wf, nxt.name, nxt.args)
+            # with an idempotency key per call, as the agent's tools node passes one: the tools' own
+            # bookkeeping of keys then differs between the two plays and is not taken for the outcome
+            res = runner.run(wf, nxt.name, nxt.args, idempotency_key=f"gold-{uuid.uuid4().hex}")
             if not res.ok:
                 return False, path, calls, {}
             frame["results"] = {**frame["results"], **res.data}

@@ -84,6 +84,15 @@ def say_value(value: Any, spec: dict[str, Any], rng: random.Random) -> str:
     return text
 
 
+_WH_QUESTION = re.compile(r"(?:^|[.!?:]\s+)(?:which|what|when|where|who|how)\b[^.!?]*\?", re.I)
+
+
+def _asks_for_value(text: str) -> bool:
+    """The agent's question asks for a value ("These are ...: A, B, C. Which of them ...?"), so the goal's
+    value appearing in the listed options is no confirmation to say yes to."""
+    return bool(_WH_QUESTION.search(text))
+
+
 class SimulatedUser:
     """``reply(agent_text) -> str | None`` (None: the user is done); ``confirm(question) -> str``."""
 
@@ -156,7 +165,8 @@ class SimulatedUser:
                 self.state, self.current = "main", self.goal
                 return self.rng.choice(_BACK).format(task=_task(self.goal.title))
             return None  # nothing more is asked: the user got what the agent can give
-        if asked and question and all(self._restated(g, s, agent_text) for s in asked):
+        if asked and question and not _asks_for_value(agent_text) and all(self._restated(g, s, agent_text)
+                                                                          for s in asked):
             return self.rng.choice(_YES)  # "could you confirm: X, Y?" with the right values
         todo = asked or [s for s in g.slots if s not in self.given[g.id]][:2]
         if not todo:

@@ -210,3 +210,11 @@ def test_a_labelled_name_is_the_name():
 def test_a_year_belongs_to_the_date_and_times_are_no_counts():
     f = fill("December 19, 2026 at 19:30", pending=["party_size"])
     assert f.values == {"time": "2026-12-19 19:30"}
+
+
+def test_the_replaced_value_of_a_correction_is_no_value():
+    assert fill_slots("Correction: ORD-7001, not ORD-7006.", ORDER, pending=["reason"]).values == {
+        "order_id": "ORD-7001"}
+    f = fill_slots("Correction: found cheaper, not changed mind.", ORDER, pending=["order_id"])
+    assert f.values["reason"] == "found_cheaper"
+    assert fill("a table for 4, not 5").values["party_size"] == 4

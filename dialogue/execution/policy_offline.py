@@ -119,6 +119,11 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
                                                    NextAction("ask", "request_information", slots=missing), values))
                 else:
                     candidates.append(proposal_for(wf, NextAction("answer", pre), values))
+        # a value the user has to give is missing (asked once already, not understood): ask for it
+        # precisely rather than run the call without it
+        lacking = [p for p in (api.required_params if api else []) if p not in act.args and wf.slot(p)]
+        if lacking:
+            candidates.append(proposal_for(wf, NextAction("ask", "request_information", slots=lacking), values))
         candidates.append({"kind": "reply", "name": "request_information",
                            "text": f"Before I {humanize(act.name)}, could you confirm the details: "
                                    + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in act.args.items()) + "?"})

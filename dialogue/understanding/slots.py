@@ -406,6 +406,10 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 chars[i] = " "
         return "".join(chars)
 
+    # the value a correction replaces is no value: "ORD-7001, not ORD-7006", "charged twice instead of
+    # order cancelled", "... rather than Friday"
+    for m in REPLACED.finditer(text):
+        take(m.span(1) if m.group(1) else m.span(2))
     slots = sorted(workflow.slots, key=lambda s: s.name not in pending)  # the asked slots first
     kinds = {s.name: slot_kind(s) for s in slots}
     fits = {s.name: slot_fit(s, workflow) for s in slots}
@@ -551,6 +555,7 @@ def remainder(text: str, workflow: Workflow, slot: str) -> str:
     return ", ".join(keep)
 
 
+REPLACED = re.compile(r"(?:,|;|\s-)\s*(?:and\s+)?(not\s+[^,.;!?]+)|\b((?:instead of|rather than)\s+[^,.;!?]+)", re.I)
 CORRECTION = re.compile(r"\b(?:sorry|actually|i meant|i mean|instead|make it|change (?:it|that|the)|wait|rather|"
                         r"not (?:\d+|on|at|for))\b", re.I)
 # sentence starters that are not names ("Thanks. ..." is not a guest called Thanks)
