@@ -179,7 +179,7 @@ BANK = Workflow.model_validate({
 
 def test_a_value_of_another_slots_shape_is_not_taken():
     f = fill_slots("TX-5003 and TX-5004", BANK, pending=["transaction_ids"])
-    assert f.values == {"transaction_ids": "TX-5003 and TX-5004"}
+    assert f.values == {"transaction_ids": "TX-5003, TX-5004"}
     assert fill_slots("C-1001", BANK, pending=["transaction_ids"]).values == {"customer_id": "C-1001"}
 
 
@@ -218,3 +218,11 @@ def test_the_replaced_value_of_a_correction_is_no_value():
     f = fill_slots("Correction: found cheaper, not changed mind.", ORDER, pending=["order_id"])
     assert f.values["reason"] == "found_cheaper"
     assert fill("a table for 4, not 5").values["party_size"] == 4
+
+
+def test_references_of_a_free_text_slot_are_taken_unasked():
+    f = fill_slots("Sure, TX-5004 and sure, 4821 and C-1001 and it's 4417", BANK, pending=[])
+    assert f.values["transaction_ids"] == "TX-5004" and f.values["customer_id"] == "C-1001"
+    f = fill_slots("C-1005 and 3141 and it's 75 Elm Street, Northwind NW2 8BM.", BANK,
+                   pending=["customer_id", "pin", "new_address"])
+    assert f.values == {"customer_id": "C-1005", "pin": 3141, "new_address": "75 Elm Street, Northwind NW2 8BM"}

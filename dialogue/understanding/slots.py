@@ -460,6 +460,18 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                     out.set(s.name, n[0], 0.9 if is_pending else 0.7), take(n[1])
             elif kind == "boolean" and is_pending and out.yesno is not None:
                 out.set(s.name, out.yesno, 0.9)
+    # references with the shape of a free-text slot's examples, asked or not ("TX-5003 and TX-5004" for
+    # "References of the disputed transactions, e.g. TX-5003, TX-5004")
+    for s in slots:
+        fit = fits[s.name]
+        if kinds[s.name] != "string" or s.name in out.values or fit.shape is None:
+            continue
+        found = [m for m in fit.shape.finditer(rest()) if re.fullmatch(r"[\w-]+", m.group(0))
+                 and fits_slot(m.group(0), s.name, fits)]
+        if found:
+            out.set(s.name, ", ".join(m.group(0) for m in found), 0.8)
+            for m in found:
+                take(m.span())
     # a proper name for an unfilled name-like string slot ("at Luigi's")
     for s in slots:
         if kinds[s.name] != "string" or s.name in out.values:
@@ -550,8 +562,13 @@ def remainder(text: str, workflow: Workflow, slot: str) -> str:
     """What is left of a message for ``slot`` once other values are blanked out: the comma/semicolon
     parts that say more than a label of another slot or filler, joined."""
     others = set().union(*(label_words(s) for s in workflow.slots if s.name != slot)) if workflow.slots else set()
-    parts = [p.strip() for p in re.split(r"[;,]", text)]
-    keep = [p for p in parts if any(w not in others and w not in _FILLER_WORDS for w in _tokens(p))]
+    junk = others | _FILLER_WORDS
+    keep = []
+    for part in re.split(r"[;,]", text):
+        toks = [(m.group(0).lower(), m.span()) for m in re.finditer(r"[\w'-]+", part)]
+        content = [i for i, (w, _) in enumerate(toks) if not all(t in junk for t in _tokens(w))]
+        if content:  # the part without the filler and labels around it ("and it's 75 Elm Street")
+            keep.append(part[toks[content[0]][1][0]:toks[content[-1]][1][1]])
     return ", ".join(keep)
 
 
