@@ -119,7 +119,7 @@ class SimulatedUser:
             self.history.append(("agent", agent_text))
         if self.state == "done_next":  # the agent acknowledged the cancellation: leave
             self.state = "done"
-        if self.state == "done" or self.turns >= MAX_TURNS:
+        if self.state == "done" or self.turns >= MAX_TURNS + 2 * len(self.current.conditions):
             return None
         text = self._llm_reply() if self.model is not None else self._offline_reply(agent_text)
         if text is None:
@@ -158,6 +158,9 @@ class SimulatedUser:
         move = self._move(agent_text)
         if move is not None:
             return move
+        answer = self._condition(g, agent_text)
+        if answer is not None:  # the agent asks (or says it will ask) about the user's situation
+            return self.rng.choice(_YES if answer else _NO)
         asked = self._asked(g, agent_text)
         question = "?" in agent_text
         if not question and not asked:
@@ -222,6 +225,18 @@ class SimulatedUser:
         if "?" not in text:
             asked = [s for s in asked if s not in self.given[g.id]]
         return asked
+
+    def _condition(self, g: Goal, text: str) -> bool | None:
+        """The goal's answer to the condition the agent's message is about (most of the condition's words
+        in the message), or None."""
+        said = set(content_words(text.lower()))
+        best, score = None, 0.0
+        for cond_text, value in g.conditions.values():
+            words = set(content_words(cond_text.lower()))
+            share = len(words & said) / len(words) if words else 0.0
+            if share > score:
+                best, score = value, share
+        return best if score >= 0.6 else None
 
     def _restated(self, g: Goal, slot: str, text: str) -> bool:
         """The agent's message repeats the goal's value of ``slot`` (as a whole word: "2" is not in "2026")."""
