@@ -175,7 +175,11 @@ def generated_values(slot: Slot, rng: random.Random, today: date, free_text: boo
     if not free_text:
         return []
     text = f"{low.replace('_', ' ')} {slot.description}".lower()
-    if m := re.search(r"e\.g\.,?\s*\"?([^\"();]+?)\"?\s*(?:[.;)]|$)", slot.description or ""):
+    # the description's own example is a value the workflow's tools take ('13 digits, such as "828190..."')
+    if m := re.search(r"(?:e\.g\.|such as|for example|default|like)\s*:?\s*[\"“']([^\"”']+)[\"”']",
+                      slot.description or "", re.I):
+        return [m.group(1).strip()]
+    if m := re.search(r"e\.g\.,?\s*([^\"();]+?)\s*(?:[.;)]|$)", slot.description or ""):
         return [m.group(1).strip()]
     if re.search(r"phone|mobile", text):
         return [f"13{rng.randrange(10**9):09d}" for _ in range(6)]
