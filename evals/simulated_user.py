@@ -84,6 +84,7 @@ def say_value(value: Any, spec: dict[str, Any], rng: random.Random) -> str:
     return text
 
 
+_OFFERS_MORE = re.compile(r"\banything else\b", re.I)  # the agent is done with the request and offers more
 _WH_QUESTION = re.compile(r"(?:^|[.!?:]\s+)(?:which|what|when|where|who|how)\b[^.!?]*\?", re.I)
 
 
@@ -158,6 +159,9 @@ class SimulatedUser:
         move = self._move(agent_text)
         if move is not None:
             return move
+        if self.state == "side" and _OFFERS_MORE.search(agent_text):  # the side task is done: back to the first
+            self.state, self.current = "main", self.goal
+            return self.rng.choice(_BACK).format(task=_task(self.goal.title))
         answer = self._condition(g, agent_text)
         if answer is not None:  # the agent asks (or says it will ask) about the user's situation
             return self.rng.choice(_YES if answer else _NO)
