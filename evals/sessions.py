@@ -269,7 +269,13 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     ctx = replace(base, db_path=str(work / "session.sqlite"))
     shutil.copy(pristine, ctx.db_path)
     lib = get_resources(ctx).library
-    goals = generate_goals(lib, pristine, workflows=workflows, free_text=bool(dataset))[::max(1, every)]
+    goal_db = pristine
+    if dataset:  # a dataset's tools are simulated: its goals take no value from the demo desk's database
+        import sqlite3
+
+        goal_db = work / "empty.sqlite"
+        sqlite3.connect(str(goal_db)).close()
+    goals = generate_goals(lib, goal_db, workflows=workflows, free_text=bool(dataset))[::max(1, every)]
     umodel = model_for(replace(ctx, user_simulator_model=user_model), "user_simulator") if user_model else None
     graph = build_agent(ctx, checkpointer=InMemorySaver()).with_config(recursion_limit=RECURSION_LIMIT)
     cats = list(categories or CATEGORIES)

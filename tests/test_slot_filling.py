@@ -226,3 +226,12 @@ def test_references_of_a_free_text_slot_are_taken_unasked():
     f = fill_slots("C-1005 and 3141 and it's 75 Elm Street, Northwind NW2 8BM.", BANK,
                    pending=["customer_id", "pin", "new_address"])
     assert f.values == {"customer_id": "C-1005", "pin": 3141, "new_address": "75 Elm Street, Northwind NW2 8BM"}
+
+
+def test_a_descriptions_example_outranks_its_own_words():
+    # FlowBench's own data: "18 digits" beside a 19-digit example; an "email type" that is no address
+    wf = Workflow.model_validate({"name": "mail", "description": "Reply.", "domain": "d", "role": "r", "slots": [
+        {"name": "person_id", "description": 'ID number, 18 digits, e.g. "4300001979912125421"'},
+        {"name": "post_form", "description": 'Email type, e.g. "Tencent Mail"'}]})
+    assert fill_slots("4300001979912125421", wf, pending=["person_id"]).values == {"person_id": "4300001979912125421"}
+    assert slot_kind(wf.slot("post_form")) == "string"

@@ -55,7 +55,9 @@ def slot_kind(slot: Slot) -> str:
     if slot.type != "string":
         return slot.type
     text = f"{slot.name} {slot.description}".lower().replace("_", " ")
-    if re.search(r"\bemail\b", text):
+    example = _EXAMPLES.search(slot.description or "")
+    # "Email type, e.g. Tencent Mail" names an email but holds no address: its example says so
+    if re.search(r"\bemail\b", text) and (example is None or "@" in example.group(1)):
         return "email"
     if re.search(r"\bphone\b|\bmobile\b", text):
         return "phone"
@@ -145,6 +147,9 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
                       if not re.fullmatch(r"[\d:.-]+", t)]  # dates, times and plain numbers carry no shape
         if m := _DIGIT_COUNT.search(slot.description or ""):
             digits = int(m.group(1) or m.group(2))
+            examples = re.findall(r"(?<!\d)\d{4,}(?!\d)", (_EXAMPLES.search(slot.description or "") or m).group(0))
+            if any(len(e) != digits for e in examples):
+                digits = None  # the description's own example disagrees with its count: trust neither
     bounds: dict[str, Any] = {}
     for api in (workflow.apis if workflow is not None else []):
         spec = (api.parameters.get("properties") or {}).get(slot.name)
