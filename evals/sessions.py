@@ -294,7 +294,8 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     metrics["goals"] = {"count": len(goals), "branches": [g.id for g in goals],
                         "without_goal": _unreached(lib, goals, workflows)}
     metrics["dataset"] = dataset or "demo"
-    write_report(Path(out), metrics, results, seeds)
+    write_report(Path(out), metrics, results, seeds,
+                 transcripts_dir=Path(ctx.library).parent if dataset else None)
     return metrics
 
 
@@ -311,7 +312,8 @@ def _unreached(lib, goals: list[Goal], workflows) -> list[str]:
                   if f"{w}:{a}" not in have)
 
 
-def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> None:
+def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, transcripts_dir: Path | None = None
+                 ) -> None:
     from .report import Report
 
     s = metrics["summary"]
@@ -361,12 +363,17 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> N
     rep.text(f"Goals: {metrics['goals']['count']} (workflow × branch). Branches for which the generator found no "
              f"goal in the database's values: {', '.join(unreached) or 'none'}.")
     failed = [r for r in results if not r["success"]][:30]
+    # a dataset's workflows say the dataset's own texts: its transcripts stay out of the report folder
+    # (committed), in the evaluation cache beside the imported library
+    own = metrics.get("dataset", "demo") == "demo"
     if failed:
-        rep.table("First failed sessions", ["task", "seed", "why", "last turns"],
+        rep.table("First failed sessions", ["task", "seed", "why", *(["last turns"] if own else [])],
                   [[r["task"], r["seed"], "; ".join(r["why"])[:160],
-                    " / ".join(r["transcript"][-3:])[:300].replace("|", "/")] for r in failed])
+                    *([" / ".join(r["transcript"][-3:])[:300].replace("|", "/")] if own else [])] for r in failed])
     rep.write(metrics)
-    with open(out / "sessions.jsonl", "w") as f:
+    log = out / "sessions.jsonl" if own else Path(transcripts_dir or out) / f"sessions-{metrics['dataset']}.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
         for r in results:
             f.write(json.dumps(r, default=str) + "\n")
 
