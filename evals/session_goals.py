@@ -21,6 +21,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from workflows.pdl import Slot, Workflow
 from workflows.semantics import render_template, values_view
 
 MAX_CANDIDATES = 80  # candidate goals tried per workflow
+MAX_BRANCH_PLAYS = 24  # plays per candidate exploring the answers to natural-language conditions
 CREDENTIAL = re.compile(r"token|session|secret|password", re.I)  # names of values that are session state
 
 
@@ -60,6 +62,9 @@ class Goal:
     alternatives: dict[str, list[Any]] = field(default_factory=dict)  # other plausible values per slot
     declined: Gold | None = None  # the gold when the user refuses the first irreversible action
     terminals: list[str] = field(default_factory=list)  # every ANSWER that ends a path of the workflow
+    # the user's answers to the procedure's natural-language conditions on this branch (imported flowcharts:
+    # "Ask if the user wants to pay now -> Pay now"): condition key -> (condition text, yes/no)
+    conditions: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -143,15 +148,17 @@ def _range(text: str, default: tuple[int, int]) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else default
 
 
-def generated_values(slot: Slot, rng: random.Random, today: date) -> list[Any]:
+def generated_values(slot: Slot, rng: random.Random, today: date, free_text: bool = False) -> list[Any]:
     """Plausible values for a slot the database does not hold: enum values, dates after the desk's today,
-    seating times, counts and amounts, a postal address, a person's name."""
+    seating times, counts and amounts, a postal address, a person's name.  ``free_text`` (a library without
+    a database, e.g. FlowBench's simulated tools): any other slot too — its description's example, digits
+    for a phone or a number, else a few words naming it."""
     if slot.enum:
         return list(slot.enum)
     low = slot.name.lower()
     if slot.type == "date" or "date" in low or low in ("check_in",):
         return [(today + timedelta(days=d)).isoformat() for d in rng.sample(range(8, 70), 6)]
-    if slot.type == "time" or low.endswith("time"):
+    if slot.type == "time" or low.endswith("time") and slot.type == "string":
         return [f"{h}:{m:02d}" for h in range(12, 22) for m in (0, 30)]
     if slot.type == "integer":
         lo, hi = _range(slot.description, (1, 6))
@@ -165,7 +172,20 @@ def generated_values(slot: Slot, rng: random.Random, today: date) -> list[Any]:
     if "name" in low:
         return ["Ada Lovelace", "Grace Hopper", "Alan Turing", "Katherine Johnson", "Edsger Dijkstra",
                 "Barbara Liskov", "Donald Knuth", "Margaret Hamilton"]
-    return []
+    if not free_text:
+        return []
+    text = f"{low.replace('_', ' ')} {slot.description}".lower()
+    # the description's own example is a value the workflow's tools take ('13 digits, such as "828190..."')
+    if m := re.search(r"(?:e\.g\.|such as|for example|default|like)\s*:?\s*[\"“']([^\"”']+)[\"”']",
+                      slot.description or "", re.I):
+        return [m.group(1).strip()]
+    if m := re.search(r"e\.g\.,?\s*([^\"();]+?)\s*(?:[.;)]|$)", slot.description or ""):
+        return [m.group(1).strip()]
+    if re.search(r"phone|mobile", text):
+        return [f"13{rng.randrange(10**9):09d}" for _ in range(6)]
+    if re.search(r"\b(?:number|id|code|digits?)\b", text):
+        return [str(rng.randrange(10**5, 10**6)) for _ in range(6)]
+    return [f"{w} {slot.name.replace('_', ' ')}" for w in ("my", "the usual", "a new", "the same")]
 
 
 # --- playing the procedure (the gold) ------------------------------------------------------------------
@@ -192,10 +212,13 @@ def db_diff(before: dict[str, list[str]], after: dict[str, list[str]]) -> dict[s
     return out
 
 
-def play(wf: Workflow, slots: dict[str, Any], db: str, decline: bool = False, max_steps: int = 40
+def play(wf: Workflow, slots: dict[str, Any], db: str, decline: bool = False, max_steps: int = 40,
+         conditions: dict[str, tuple[str, bool]] | None = None, needed: list | None = None
          ) -> tuple[bool, list[str], list[tuple[str, dict]], dict[str, Any]]:
     """Follow the procedure with ``slots`` and the real tools on ``db``: (completed without a tool error or
-    a missing value, path, calls, values).  ``decline``: stop at the first irreversible API."""
+    a missing value, path, calls, values).  ``decline``: stop at the first irreversible API.
+    ``conditions``: the answers to natural-language conditions (key -> (text, yes/no)); a condition they
+    do not answer stops the play and is appended to ``needed`` as (key, text)."""
     from dialogue.execution.interpreter import Interpreter
     from dialogue.frames import new_frame
     from graph.context import Context
@@ -213,13 +236,21 @@ def play(wf: Workflow, slots: dict[str, Any], db: str, decline: bool = False, ma
             api = wf.api(nxt.name)
             if decline and api is not None and api.irreversible:
                 return True, path, calls, values_view(frame["slots"], frame["results"])
-            res = runner.run(wf, nxt.name, nxt.args)
+            # with an idempotency key per call, as the agent's tools node passes one: the tools' own
+            # bookkeeping of keys then differs between the two plays and is not taken for the outcome
+            res = runner.run(wf, nxt.name, nxt.args, idempotency_key=f"gold-{uuid.uuid4().hex}")
             if not res.ok:
                 return False, path, calls, {}
             frame["results"] = {**frame["results"], **res.data}
             calls.append((nxt.name, dict(nxt.args)))
         elif nxt.kind == "answer":
             pass
+        elif nxt.kind == "ask_cond" and nxt.cond_key in (conditions or {}):
+            frame["conditions"] = {**(frame.get("conditions") or {}), nxt.cond_key: conditions[nxt.cond_key][1]}
+            continue
+        elif nxt.kind == "ask_cond" and needed is not None:
+            needed.append((nxt.cond_key, nxt.condition))
+            return False, path, calls, {}
         else:  # the procedure asks for something the goal does not hold
             return False, path, calls, {}
         frame["executed"] = [*frame["executed"], nxt.name]
@@ -228,14 +259,15 @@ def play(wf: Workflow, slots: dict[str, Any], db: str, decline: bool = False, ma
 
 
 def measure_gold(wf: Workflow, slots: dict[str, Any], pristine: Path, work: Path,
-                 decline: bool = False) -> Gold | None:
-    """Play the goal twice on fresh copies; None when it does not run through."""
+                 decline: bool = False, conditions: dict[str, tuple[str, bool]] | None = None,
+                 needed: list | None = None) -> Gold | None:
+    """Play the goal twice on fresh copies; None when it does not run through (``needed``: see ``play``)."""
     plays = []
     for i in range(2):
         db = work / f"gold{i}.sqlite"
         shutil.copy(pristine, db)
         before = snapshot(db)
-        ok, path, calls, values = play(wf, slots, str(db), decline)
+        ok, path, calls, values = play(wf, slots, str(db), decline, conditions=conditions, needed=needed)
         if not ok or not path:
             return None
         plays.append((path, calls, values, db_diff(before, snapshot(db))))
@@ -292,7 +324,8 @@ def terminal_answers(wf: Workflow) -> set[str]:
 
 # --- goals ---------------------------------------------------------------------------------------------
 
-def candidate_slots(wf: Workflow, conn: sqlite3.Connection, rng: random.Random, today: date) -> dict[str, Any]:
+def candidate_slots(wf: Workflow, conn: sqlite3.Connection, rng: random.Random, today: date,
+                    free_text: bool = False) -> dict[str, Any]:
     """One coherent assignment of the workflow's slots."""
     conn.row_factory = sqlite3.Row
     tables = _tables(conn)
@@ -334,7 +367,7 @@ def candidate_slots(wf: Workflow, conn: sqlite3.Connection, rng: random.Random, 
                 values[slot] = int(values[slot])
     for s in wf.slots:
         if s.name not in values:
-            pool = generated_values(s, rng, today)
+            pool = generated_values(s, rng, today, free_text)
             if not pool:
                 return {}
             values[s.name] = rng.choice(pool)
@@ -343,11 +376,12 @@ def candidate_slots(wf: Workflow, conn: sqlite3.Connection, rng: random.Random, 
     return values
 
 
-def alternatives(wf: Workflow, goal_slots: dict[str, Any], conn, rng: random.Random, today: date) -> dict[str, list]:
+def alternatives(wf: Workflow, goal_slots: dict[str, Any], conn, rng: random.Random, today: date,
+                 free_text: bool = False) -> dict[str, list]:
     """Other plausible values per slot (what a user may say by mistake before correcting it)."""
     out = {}
     for _ in range(6):
-        other = candidate_slots(wf, conn, rng, today)
+        other = candidate_slots(wf, conn, rng, today, free_text)
         for k, v in other.items():
             if v != goal_slots.get(k):
                 out.setdefault(k, [])
@@ -356,9 +390,28 @@ def alternatives(wf: Workflow, goal_slots: dict[str, Any], conn, rng: random.Ran
     return out
 
 
+def branch_golds(wf: Workflow, slots: dict[str, Any], pristine: Path, work: Path, limit: int = MAX_BRANCH_PLAYS
+                 ) -> list[tuple[Gold, dict[str, tuple[str, bool]]]]:
+    """The golds of ``slots`` with every way of answering the natural-language conditions the procedure
+    asks (depth first, at most ``limit`` plays): (gold, the condition answers it took)."""
+    out, todo, plays = [], [{}], 0
+    while todo and plays < limit:
+        conds = todo.pop()
+        plays += 1
+        needed: list = []
+        gold = measure_gold(wf, slots, pristine, work, conditions=conds, needed=needed)
+        if needed:
+            key, text = needed[0]
+            todo += [{**conds, key: (text, False)}, {**conds, key: (text, True)}]
+        elif gold is not None:
+            out.append((gold, conds))
+    return out
+
+
 def generate_goals(library: Library, db: str | Path, seed: int = 0, workflows: list[str] | None = None,
-                   today: date | None = None) -> list[Goal]:
-    """One goal per (workflow, branch) reachable with values from the environment."""
+                   today: date | None = None, free_text: bool = False) -> list[Goal]:
+    """One goal per (workflow, branch) reachable with values from the environment (``free_text``: slots
+    the database does not hold get generated values — a library of simulated tools)."""
     from workflows.demo.db import desk_today
 
     today = today or desk_today()
@@ -373,21 +426,25 @@ def generate_goals(library: Library, db: str | Path, seed: int = 0, workflows: l
             rng = random.Random(f"{seed}:{name}")
             found: dict[str, Goal] = {}
             leaves = terminal_answers(wf)
-            for _ in range(MAX_CANDIDATES):
+            # simulated tools answer whatever values they get: a few candidates show every branch
+            for _ in range(3 if free_text else MAX_CANDIDATES):
                 if leaves and leaves <= set(found):
                     break
-                slots = candidate_slots(wf, conn, rng, today)
+                slots = candidate_slots(wf, conn, rng, today, free_text)
                 if not slots:
                     continue
-                gold = measure_gold(wf, slots, pristine, work)
-                if gold is None or not gold.terminal or gold.terminal in found:
-                    continue
-                specs = {s.name: {"description": s.description or s.name.replace("_", " "), "type": s.type,
-                                  "enum": list(s.enum or [])} for s in wf.slots}
-                declined = measure_gold(wf, slots, pristine, work, decline=True) if gold.irreversible else None
-                found[gold.terminal] = Goal(name, wf.title or name.replace("_", " "), slots, specs, gold.terminal,
-                                            gold, alternatives(wf, slots, conn, rng, today), declined,
-                                            sorted(leaves))
+                for gold, conds in branch_golds(wf, slots, pristine, work):
+                    if not gold.terminal or gold.terminal in found:
+                        continue
+                    if conds and len({repr(c) for c in gold.calls}) < len(gold.calls):
+                        continue  # a "try again" answered yes for ever: the loop ran out, no user does that
+                    specs = {s.name: {"description": s.description or s.name.replace("_", " "), "type": s.type,
+                                      "enum": list(s.enum or [])} for s in wf.slots}
+                    declined = measure_gold(wf, slots, pristine, work, decline=True, conditions=conds) \
+                        if gold.irreversible else None
+                    found[gold.terminal] = Goal(name, wf.title or name.replace("_", " "), slots, specs, gold.terminal,
+                                                gold, alternatives(wf, slots, conn, rng, today, free_text), declined,
+                                                sorted(leaves), conds)
             goals += [found[k] for k in sorted(found)]
         conn.close()
     finally:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -98,7 +99,9 @@ def score(goal: Goal, category: str, second: Goal | None, made: list[tuple[str, 
     # when neither the database nor a returned value can tell (a negative answer: "no hotel is free"), the
     # environment must at least have been asked what the gold asked it
     unasked = len(exact_pairs) < len(calls) if not want_diff and not info else False
-    success = got_diff == want_diff and not missing_info and not unasked
+    # a branch the user's answers chose (natural-language conditions) shows only in the reply it ends with
+    unreached = [t for t in terms if t not in answers] if goal.conditions and not want_diff and not info else []
+    success = got_diff == want_diff and not missing_info and not unasked and not unreached
     arg_tp = arg_gold = arg_made = 0
     for gi, mi in pairs:
         g, m = calls[gi][1], made[mi][1]
@@ -121,7 +124,8 @@ def score(goal: Goal, category: str, second: Goal | None, made: list[tuple[str, 
             "f_beta": _f1(min(precision, 1.0), recall, BETA), "mmr": 1.0 - recall,
             "te_ratio": executions / len(calls) if calls else (0.0 if not executions else float(executions)),
             "why": ([f"db: {sorted(set(got_diff) ^ set(want_diff)) or 'rows differ'}"] if got_diff != want_diff else [])
-            + [f"not told: {v}" for v in missing_info] + (["the gold calls were not all made"] if unasked else [])}
+            + [f"not told: {v}" for v in missing_info] + (["the gold calls were not all made"] if unasked else [])
+            + [f"did not reach {t}" for t in unreached]}
 
 
 def run_session(graph, context, goal: Goal, category: str, seed: int, second: Goal | None, pristine: Path,
@@ -226,8 +230,23 @@ def pick_second(goal: Goal, goals: list[Goal], rng_key: str) -> Goal | None:
     return random.Random(rng_key).choice(pool) if pool else None
 
 
+DATASETS = {"flowbench": "FlowBench's 51 workflows (imported flowcharts, simulated tools)"}
+
+
+def dataset_library(dataset: str, data: str | Path, cache_dir: Path) -> Path:
+    """The imported library of a dataset (imported once into ``cache_dir``)."""
+    if dataset == "flowbench":
+        from .datasets.flowbench import library as flowbench_library
+
+        return flowbench_library(Path(data), cache_dir / "flowbench")
+    raise ValueError(f"--dataset: {dataset!r} is not one of {sorted(DATASETS)}")
+
+
 def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, categories=None, workflows=None,
-             context=None, user_model: str | None = None, progress=None, work_dir=None) -> dict[str, Any]:
+             context=None, user_model: str | None = None, progress=None, work_dir=None, dataset: str | None = None,
+             data: str | Path | None = None, every: int = 1, cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """``dataset`` ("flowbench", with ``data``): that dataset's imported library, with goals whose slots the
+    database does not hold generated (its tools are simulated); ``every``: every N-th goal only."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graph.agent import build_agent
@@ -236,7 +255,11 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     from workflows.demo.db import ensure_db
 
     base = context or Context()
-    if library:
+    if dataset:
+        cache = Path(cache_dir or os.environ.get("FLOWDESK_EVAL_CACHE", ".flowdesk/eval"))
+        lib_dir = dataset_library(dataset, data or "/work/shared/data", cache)
+        base = replace(base, library=str(lib_dir), store_dir=str(cache / f"store-{dataset}-sessions"))
+    elif library:
         base = replace(base, library=library)
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="flowdesk-sessions-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -246,7 +269,13 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     ctx = replace(base, db_path=str(work / "session.sqlite"))
     shutil.copy(pristine, ctx.db_path)
     lib = get_resources(ctx).library
-    goals = generate_goals(lib, pristine, workflows=workflows)
+    goal_db = pristine
+    if dataset:  # a dataset's tools are simulated: its goals take no value from the demo desk's database
+        import sqlite3
+
+        goal_db = work / "empty.sqlite"
+        sqlite3.connect(str(goal_db)).close()
+    goals = generate_goals(lib, goal_db, workflows=workflows, free_text=bool(dataset))[::max(1, every)]
     umodel = model_for(replace(ctx, user_simulator_model=user_model), "user_simulator") if user_model else None
     graph = build_agent(ctx, checkpointer=InMemorySaver()).with_config(recursion_limit=RECURSION_LIMIT)
     cats = list(categories or CATEGORIES)
@@ -264,7 +293,9 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     metrics = summarise(results, seeds)
     metrics["goals"] = {"count": len(goals), "branches": [g.id for g in goals],
                         "without_goal": _unreached(lib, goals, workflows)}
-    write_report(Path(out), metrics, results, seeds)
+    metrics["dataset"] = dataset or "demo"
+    write_report(Path(out), metrics, results, seeds,
+                 transcripts_dir=Path(ctx.library).parent if dataset else None)
     return metrics
 
 
@@ -281,7 +312,8 @@ def _unreached(lib, goals: list[Goal], workflows) -> list[str]:
                   if f"{w}:{a}" not in have)
 
 
-def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> None:
+def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, transcripts_dir: Path | None = None
+                 ) -> None:
     from .report import Report
 
     s = metrics["summary"]
@@ -292,7 +324,8 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> N
                ("success overall ≥ 0.85", s["success"], 0.85),
                (f"pass^{seeds} ≥ 0.80", s["pass_k"].get(str(seeds), float("nan")), 0.80)]
     missed = [t for t in targets if not (t[1] >= t[2])]
-    rep = Report(out, "Session-level evaluation with simulated users (demo desk, offline agent)")
+    desk = DATASETS.get(metrics.get("dataset", ""), "demo desk")
+    rep = Report(out, f"Session-level evaluation with simulated users ({desk}, offline agent)")
     headline = (f"**Headline:** success {s['success']:.3f} overall over {s['sessions']} sessions, "
                 f"{none.get('success', float('nan')):.3f} without out-of-workflow moves, pass^{seeds} "
                 f"{s['pass_k'].get(str(seeds), float('nan')):.3f}. ")
@@ -330,12 +363,17 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> N
     rep.text(f"Goals: {metrics['goals']['count']} (workflow × branch). Branches for which the generator found no "
              f"goal in the database's values: {', '.join(unreached) or 'none'}.")
     failed = [r for r in results if not r["success"]][:30]
+    # a dataset's workflows say the dataset's own texts: its transcripts stay out of the report folder
+    # (committed), in the evaluation cache beside the imported library
+    own = metrics.get("dataset", "demo") == "demo"
     if failed:
-        rep.table("First failed sessions", ["task", "seed", "why", "last turns"],
+        rep.table("First failed sessions", ["task", "seed", "why", *(["last turns"] if own else [])],
                   [[r["task"], r["seed"], "; ".join(r["why"])[:160],
-                    " / ".join(r["transcript"][-3:])[:300].replace("|", "/")] for r in failed])
+                    *([" / ".join(r["transcript"][-3:])[:300].replace("|", "/")] if own else [])] for r in failed])
     rep.write(metrics)
-    with open(out / "sessions.jsonl", "w") as f:
+    log = out / "sessions.jsonl" if own else Path(transcripts_dir or out) / f"sessions-{metrics['dataset']}.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
         for r in results:
             f.write(json.dumps(r, default=str) + "\n")
 
@@ -348,6 +386,9 @@ def sessions_command(
     workflow: Optional[list[str]] = typer.Option(None, "--workflow", help="Workflows to run (repeatable)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", help="provider:model for an LLM user."),
     store_dir: Optional[str] = typer.Option(None, "--store-dir", help="Retrieval store (default .flowdesk/store)."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help=f"Goals from a dataset's workflows: {', '.join(DATASETS)}."),
+    data: str = typer.Option("/work/shared/data", "--data", help="Datasets folder (with --dataset)."),
+    every: int = typer.Option(1, "--every", min=1, help="Every N-th goal only (a sample while developing)."),
 ) -> None:
     """Whole sessions with a goal-driven simulated user: success, progress, tool/param F1, F_beta, MMR,
     TE-ratio and pass^k, overall and per out-of-workflow category."""
@@ -356,9 +397,13 @@ def sessions_command(
     bad = [c for c in category or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"--category: {bad} not in {list(CATEGORIES)}")
+    if dataset and dataset not in DATASETS:
+        raise typer.BadParameter(f"--dataset: {dataset!r} not in {list(DATASETS)}")
+    if dataset and not Path(data).is_dir():
+        raise typer.BadParameter(f"--data: {data} is not a folder")
     ctx = Context(store_dir=store_dir) if store_dir else Context()
     metrics = run_eval(out, library=library, seeds=seeds, categories=category, workflows=workflow, context=ctx,
-                       user_model=user_model,
+                       user_model=user_model, dataset=dataset, data=data, every=every,
                        progress=lambda r: typer.echo(f"{r['task']:<58} seed {r['seed']} "
                                                      f"{'ok ' if r['success'] else 'FAIL'} {r['seconds']:.1f}s",
                                                      err=True))

@@ -84,6 +84,16 @@ def say_value(value: Any, spec: dict[str, Any], rng: random.Random) -> str:
     return text
 
 
+_OFFERS_MORE = re.compile(r"\banything else\b", re.I)  # the agent is done with the request and offers more
+_WH_QUESTION = re.compile(r"(?:^|[.!?:]\s+)(?:which|what|when|where|who|how)\b[^.!?]*\?", re.I)
+
+
+def _asks_for_value(text: str) -> bool:
+    """The agent's question asks for a value ("These are ...: A, B, C. Which of them ...?"), so the goal's
+    value appearing in the listed options is no confirmation to say yes to."""
+    return bool(_WH_QUESTION.search(text))
+
+
 class SimulatedUser:
     """``reply(agent_text) -> str | None`` (None: the user is done); ``confirm(question) -> str``."""
 
@@ -110,7 +120,7 @@ class SimulatedUser:
             self.history.append(("agent", agent_text))
         if self.state == "done_next":  # the agent acknowledged the cancellation: leave
             self.state = "done"
-        if self.state == "done" or self.turns >= MAX_TURNS:
+        if self.state == "done" or self.turns >= MAX_TURNS + 2 * len(self.current.conditions):
             return None
         text = self._llm_reply() if self.model is not None else self._offline_reply(agent_text)
         if text is None:
@@ -149,6 +159,12 @@ class SimulatedUser:
         move = self._move(agent_text)
         if move is not None:
             return move
+        if self.state == "side" and _OFFERS_MORE.search(agent_text):  # the side task is done: back to the first
+            self.state, self.current = "main", self.goal
+            return self.rng.choice(_BACK).format(task=_task(self.goal.title))
+        answer = self._condition(g, agent_text)
+        if answer is not None:  # the agent asks (or says it will ask) about the user's situation
+            return self.rng.choice(_YES if answer else _NO)
         asked = self._asked(g, agent_text)
         question = "?" in agent_text
         if not question and not asked:
@@ -156,7 +172,8 @@ class SimulatedUser:
                 self.state, self.current = "main", self.goal
                 return self.rng.choice(_BACK).format(task=_task(self.goal.title))
             return None  # nothing more is asked: the user got what the agent can give
-        if asked and question and all(self._restated(g, s, agent_text) for s in asked):
+        if asked and question and not _asks_for_value(agent_text) and all(self._restated(g, s, agent_text)
+                                                                          for s in asked):
             return self.rng.choice(_YES)  # "could you confirm: X, Y?" with the right values
         todo = asked or [s for s in g.slots if s not in self.given[g.id]][:2]
         if not todo:
@@ -212,6 +229,18 @@ class SimulatedUser:
         if "?" not in text:
             asked = [s for s in asked if s not in self.given[g.id]]
         return asked
+
+    def _condition(self, g: Goal, text: str) -> bool | None:
+        """The goal's answer to the condition the agent's message is about (most of the condition's words
+        in the message), or None."""
+        said = set(content_words(text.lower()))
+        best, score = None, 0.0
+        for cond_text, value in g.conditions.values():
+            words = set(content_words(cond_text.lower()))
+            share = len(words & said) / len(words) if words else 0.0
+            if share > score:
+                best, score = value, share
+        return best if score >= 0.6 else None
 
     def _restated(self, g: Goal, slot: str, text: str) -> bool:
         """The agent's message repeats the goal's value of ``slot`` (as a whole word: "2" is not in "2026")."""

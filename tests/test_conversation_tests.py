@@ -42,14 +42,11 @@ def test_bundled_conversation_tests_pass_and_cover_every_branch_and_api(tester, 
     assert not bad, "\n".join(bad)
     cov = {c.workflow: c for c in measure(library, [r.exercised for r in results])}
     assert set(cov) == set(library.workflows)
-    # every API and every branch is exercised, except where a known failure of the agent stops it
-    # (report_fraud's open_fraud_case: see the known_failure marks)
+    # every API and every branch is exercised (the slot-reading and pick defects that stopped
+    # report_fraud's open_fraud_case and search_hotels' no-hotel branch are fixed)
     missing_apis = sorted(f"{w}.{a}" for w, c in cov.items() for a in c.apis if a not in c.ran)
     missing_branches = sorted(f"{w}:{b.label}" for w, c in cov.items() for b in c.branches if not b.hit(c.ran))
-    assert missing_apis == ["report_fraud.open_fraud_case"]
-    assert missing_branches == []
-    known = {r.case.known_failure for r in results if r.outcome == "xfail"}
-    assert any("transaction ids" in k for k in known)
+    assert missing_apis == [] and missing_branches == []
 
 
 def test_a_case_checks_each_step_against_its_turn(tester, tmp_path):

@@ -84,13 +84,13 @@ def test_asks_first_then_skips_given_slots():
 
 def test_asked_but_partly_answered_asks_for_the_rest():
     act = next_action(BOOK, {"executed": ["ask_details"], "slots": {"restaurant": "Luigi's"}})
-    assert (act.kind, act.name, act.slots) == ("ask", "request_information", ["party_size", "time"])
+    assert (act.kind, act.name, act.slots) == ("ask", "ask_details", ["party_size", "time"])
 
 
 def test_partly_given_before_the_question_asks_only_for_the_rest():
     # "a table at Luigi's for 4" before ask_details ran: the template would re-ask all three
     act = next_action(BOOK, {"slots": {"restaurant": "Luigi's", "party_size": 4}})
-    assert (act.kind, act.name, act.slots) == ("ask", "request_information", ["time"])
+    assert (act.kind, act.name, act.slots) == ("ask", "ask_details", ["time"])
 
 
 def test_branches_both_ways():
@@ -260,3 +260,28 @@ def test_no_answer_is_neither_correct_nor_incorrect():
     assert judge_condition("q -> correct", values, results) is False
     assert judge_condition("q -> noanswer", values, results) is True
     assert judge_condition("q -> incorrect", {LAST_MESSAGE_SLOT: "London"}, results) is True
+
+
+def test_a_question_for_the_rest_is_no_evidence_of_a_later_branch():
+    # ask_details asked for the rest, then the table was not free: the generic question inside the
+    # "available" branch did not run, so the walk follows the condition (offer alternatives)
+    from dialogue.execution.interpreter import Interpreter
+
+    wf = Workflow.model_validate({
+        "name": "book", "description": "Book.", "domain": "d", "role": "r",
+        "slots": [{"name": "restaurant"}, {"name": "party_size", "type": "integer"}, {"name": "guest_name"}],
+        "apis": [{"name": "check", "parameters": {"type": "object", "required": ["restaurant", "party_size"],
+                                                  "properties": {"restaurant": {"type": "string"},
+                                                                 "party_size": {"type": "integer"}}},
+                  "returns": ["available"]}],
+        "answers": [{"name": "ask_details", "template": "Where and for how many?"},
+                    {"name": "sorry", "template": "No table.", "precondition": ["check"]}],
+        "procedure": "[restaurant, party_size] = ANSWER.ask_details()\n[available] = API.check(restaurant, party_size)\n"
+                     "if available:\n    [guest_name] = ANSWER.request_information(\"guest_name\")\nelse:\n"
+                     "    ANSWER.sorry()\n"})
+    interp = Interpreter(wf)
+    act = interp.next_action({"slots": {"restaurant": "Lumi"}})
+    assert (act.kind, act.name) == ("ask", "ask_details")
+    frame = {"slots": {"restaurant": "Lumi", "party_size": 7}, "results": {"available": False},
+             "executed": ["request_information", "check"]}  # as recorded before the fix: still no evidence
+    assert interp.next_action(frame).name == "sorry"

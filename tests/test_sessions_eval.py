@@ -134,3 +134,35 @@ def test_a_small_run_through_the_real_graph(agent_context, tmp_path):
     assert summary["sessions"] == 4 * 2 * 2 and set(summary["pass_k"]) == {"1", "2"}
     assert metrics["by_category"]["none"]["success"] >= 0.75  # track_order is a workflow the agent handles
     assert (tmp_path / "out" / "pass_k.png").exists() and "pass^k" in (tmp_path / "out" / "report.md").read_text()
+
+
+# --- goals of imported flowcharts: branches chosen by the user's answers to natural-language conditions ---
+def test_condition_branches_become_goals_the_user_answers(tmp_path):
+    from workflows.library import Library
+    from workflows.pdl import Workflow
+
+    wf = Workflow.model_validate({
+        "name": "pay_fee", "title": "Pay the apartment fee", "description": "Pay a fee.", "domain": "d", "role": "r",
+        "slots": [{"name": "phone", "description": 'Mobile phone number, 11 digits, such as "13800000000"'}],
+        "apis": [{"name": "lookup", "parameters": {"type": "object", "required": ["phone"],
+                                                   "properties": {"phone": {"type": "string"}}},
+                  "returns": ["fee_amount"], "binding": {"simulate": True}}],
+        "answers": [{"name": "ask_pay_now", "template": "Ask if the user wants to pay now"},
+                    {"name": "pay_reminder", "template": "Please pay before the end of the month."},
+                    {"name": "later_reminder", "template": "Remember to pay as early as possible."}],
+        "procedure": '[fee_amount] = API.lookup(phone)\nANSWER.ask_pay_now()\n'
+                     'if COND("Ask if the user wants to pay now -> Pay now"):\n    ANSWER.pay_reminder()\n'
+                     'else:\n    ANSWER.later_reminder()\n'})
+    lib = Library(root=tmp_path, workflows={"pay_fee": wf})
+    db = tmp_path / "db.sqlite"
+    ensure_db(db)
+    goals = generate_goals(lib, db, free_text=True)
+    assert {g.branch for g in goals} == {"pay_reminder", "later_reminder"}
+    for g in goals:
+        assert g.gold.calls == [("lookup", {"phone": g.slots["phone"]})]
+        (text, value), = g.conditions.values()
+        assert text == "Ask if the user wants to pay now -> Pay now" and value == (g.branch == "pay_reminder")
+        user = SimulatedUser(g, seed=0)
+        user.reply(None)
+        said = user.reply("Just to check about Ask if the user wants to pay now: is it Pay now? (yes/no)")
+        assert said.lower().startswith("yes" if value else "no")

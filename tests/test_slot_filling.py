@@ -159,3 +159,79 @@ def test_order_id_and_email_in_one_short_message():
                                         ("I changed my mind", "changed_mind")])
 def test_enum_reasons_in_everyday_words(msg, reason):
     assert fill_slots(f"Cancel ORD-7001, a@b.org, the reason: {msg}", ORDER).values["reason"] == reason
+
+
+# --- values typed and validated by what the PDL says of the slot -------------------------------------
+BANK = Workflow.model_validate({
+    "name": "report", "description": "Report charges.", "domain": "bank", "role": "cards",
+    "slots": [
+        {"name": "customer_id", "description": "Customer number, e.g. C-1001"},
+        {"name": "pin", "type": "integer", "description": "4-digit PIN for telephone banking"},
+        {"name": "card_last4", "type": "integer", "description": "Last 4 digits of the card"},
+        {"name": "transaction_ids", "description": "References of the disputed transactions, e.g. TX-5003, TX-5004"},
+        {"name": "new_address", "description": "Full new postal address"},
+        {"name": "amount", "type": "number", "description": "Amount in euros"},
+    ],
+    "apis": [{"name": "move", "parameters": {"type": "object", "properties": {
+        "amount": {"type": "number", "minimum": 1}, "new_address": {"type": "string", "minLength": 8}}}}],
+})
+
+
+def test_a_value_of_another_slots_shape_is_not_taken():
+    f = fill_slots("TX-5003 and TX-5004", BANK, pending=["transaction_ids"])
+    assert f.values == {"transaction_ids": "TX-5003, TX-5004"}
+    assert fill_slots("C-1001", BANK, pending=["transaction_ids"]).values == {"customer_id": "C-1001"}
+
+
+def test_digit_counts_from_the_description():
+    # "4" of "4-digit" is no PIN, card digits or amount; a PIN has four digits
+    f = fill_slots("C-1003; the 4-digit PIN for telephone banking is 2468; the last 4 digits of the card is 7781",
+                   BANK, pending=["customer_id", "pin", "card_last4"])
+    assert (f.values["customer_id"], f.values["pin"], f.values["card_last4"]) == ("C-1003", 2468, 7781)
+    assert "pin" not in fill_slots("50", BANK, pending=["pin"]).values
+    assert fill_slots("50", BANK, pending=["pin", "amount"]).values == {"amount": 50}
+
+
+def test_a_free_value_is_what_the_other_values_leave():
+    f = fill_slots("Customer C-1001, PIN 4821, new address 7 Elm Street, Northwind NW9 1AA", BANK,
+                   pending=["customer_id", "pin", "new_address"])
+    assert f.values == {"customer_id": "C-1001", "pin": 4821, "new_address": "7 Elm Street, Northwind NW9 1AA"}
+    f = fill_slots("Full new postal address: 75 Elm Street, Northwind NW2 8BM", BANK, pending=["new_address"])
+    assert f.values == {"new_address": "75 Elm Street, Northwind NW2 8BM"}
+    assert "new_address" not in fill_slots("Elm", BANK, pending=["new_address"]).values  # minLength 8
+
+
+def test_a_labelled_name_is_the_name():
+    assert fill("The name for the booking is Marek Novak.", pending=["guest_name"]).values == {
+        "guest_name": "Marek Novak"}
+    assert fill("Name for the booking: Marek Novak", pending=["guest_name"]).values == {"guest_name": "Marek Novak"}
+
+
+def test_a_year_belongs_to_the_date_and_times_are_no_counts():
+    f = fill("December 19, 2026 at 19:30", pending=["party_size"])
+    assert f.values == {"time": "2026-12-19 19:30"}
+
+
+def test_the_replaced_value_of_a_correction_is_no_value():
+    assert fill_slots("Correction: ORD-7001, not ORD-7006.", ORDER, pending=["reason"]).values == {
+        "order_id": "ORD-7001"}
+    f = fill_slots("Correction: found cheaper, not changed mind.", ORDER, pending=["order_id"])
+    assert f.values["reason"] == "found_cheaper"
+    assert fill("a table for 4, not 5").values["party_size"] == 4
+
+
+def test_references_of_a_free_text_slot_are_taken_unasked():
+    f = fill_slots("Sure, TX-5004 and sure, 4821 and C-1001 and it's 4417", BANK, pending=[])
+    assert f.values["transaction_ids"] == "TX-5004" and f.values["customer_id"] == "C-1001"
+    f = fill_slots("C-1005 and 3141 and it's 75 Elm Street, Northwind NW2 8BM.", BANK,
+                   pending=["customer_id", "pin", "new_address"])
+    assert f.values == {"customer_id": "C-1005", "pin": 3141, "new_address": "75 Elm Street, Northwind NW2 8BM"}
+
+
+def test_a_descriptions_example_outranks_its_own_words():
+    # FlowBench's own data: "18 digits" beside a 19-digit example; an "email type" that is no address
+    wf = Workflow.model_validate({"name": "mail", "description": "Reply.", "domain": "d", "role": "r", "slots": [
+        {"name": "person_id", "description": 'ID number, 18 digits, e.g. "4300001979912125421"'},
+        {"name": "post_form", "description": 'Email type, e.g. "Tencent Mail"'}]})
+    assert fill_slots("4300001979912125421", wf, pending=["person_id"]).values == {"person_id": "4300001979912125421"}
+    assert slot_kind(wf.slot("post_form")) == "string"

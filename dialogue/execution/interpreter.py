@@ -256,14 +256,16 @@ class _Walk:
                 asked = self._consume(call.name)
                 if not missing:
                     return None  # given already (procedure jumping)
+                # a question for only the rest is still this node (recorded under its name), so a later
+                # ``request_information`` in the procedure is not taken as already asked
                 if asked:  # asked, not (fully) answered: ask again in its own words, or precisely for the rest
                     if len(targets) == 1:
                         return NextAction("answer", call.name, slots=missing, line=call.line)
-                    return NextAction("ask", "request_information", slots=missing, line=call.line)
+                    return NextAction("ask", call.name, slots=missing, line=call.line)
                 if self._moved_past(call.line):
                     return None
                 if len(missing) < len(targets):  # part given already: ask only for the rest
-                    return NextAction("ask", "request_information", slots=missing, line=call.line)
+                    return NextAction("ask", call.name, slots=missing, line=call.line)
                 return NextAction("answer", call.name, slots=missing, line=call.line)
             if self._consume(call.name) or self._moved_past(call.line) or call.name in self._skip:
                 return None
@@ -319,7 +321,8 @@ class _Walk:
         return truthy(value), None
 
     def _ran_in(self, body: list[Step]) -> int:
-        return sum(1 for c in iter_calls(body) if self._left[c.name] > 0)
+        # ``request_information`` is the generic question, asked anywhere: no evidence of a branch
+        return sum(1 for c in iter_calls(body) if c.name != "request_information" and self._left[c.name] > 0)
 
     def _if(self, step: If) -> NextAction | None:
         # the history shows which branch was taken: the one whose nodes already ran (results may have

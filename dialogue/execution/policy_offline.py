@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from workflows.pdl import Workflow
 from workflows.semantics import values_view
-from workflows.text import humanize, render_value, role_of
+from workflows.text import humanize, message_text, render_value, role_of
 
 from .interpreter import Interpreter, NextAction, message_words
 from .replies import OOW, new_call_id, proposal_for
@@ -99,8 +99,9 @@ def same(a: dict, b: dict | None) -> bool:
 
 
 def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, rejected: list[dict],
-                  skip: set[str] | frozenset = frozenset(), message: str = "") -> dict:
-    """The interpreter's next step, or — when it was rejected this turn — the next alternative."""
+                  skip: set[str] | frozenset = frozenset(), message: str = "", last_said: str = "") -> dict:
+    """The interpreter's next step, or — when it was rejected this turn — the next alternative.
+    ``last_said``: the agent's previous reply (a question the user just answered is not asked again)."""
     values = values_view(frame.get("slots"), frame.get("results"))
     act = interp.next_action(frame, reading, skip)
     if act.kind == "done":
@@ -119,15 +120,49 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
                                                    NextAction("ask", "request_information", slots=missing), values))
                 else:
                     candidates.append(proposal_for(wf, NextAction("answer", pre), values))
+        # a value the user has to give is missing (asked once already, not understood): ask for it
+        # precisely rather than run the call without it
+        lacking = [p for p in (api.required_params if api else []) if p not in act.args and wf.slot(p)]
+        if lacking:
+            candidates.append(proposal_for(wf, NextAction("ask", "request_information", slots=lacking), values))
         candidates.append({"kind": "reply", "name": "request_information",
                            "text": f"Before I {humanize(act.name)}, could you confirm the details: "
                                    + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in act.args.items()) + "?"})
     candidates.append({"kind": "reply", "name": OOW,
                        "text": "I'm sorry, I can't do that right now. Is there anything else I can help with?"})
     for c in candidates:
-        if not any(same(c, r) for r in rejected):
+        # a confirmation is answered once: asked again right after a yes, it would loop
+        answered = c.get("text") == last_said and reading.get("yesno") is True and c.get("name") != OOW
+        if not answered and not any(same(c, r) for r in rejected):
             return c
     return candidates[-1]
+
+
+def recheck_failed(wf: Workflow, frame: dict, proposal: dict) -> dict | None:
+    """A call that already failed with exactly these arguments is not retried blindly: when the user
+    gave some of them, they are asked for again (the answer corrects them); else None."""
+    if proposal.get("kind") != "tool":
+        return None
+    args = proposal.get("args") or {}
+    if not any(c.get("status") == "error" and c.get("api") == proposal.get("name") and c.get("args") == args
+               for c in frame.get("calls") or []):
+        return None
+    given = [k for k in args if wf.slot(k) is not None and k in (frame.get("slots") or {})]
+    if not given:
+        return None
+    ask = proposal_for(wf, NextAction("ask", "request_information", slots=given), {})
+    return {**ask, "text": f"I couldn't {humanize(proposal['name'])} with those details. {ask['text']}"}
+
+
+def last_reply(messages: list[BaseMessage]) -> str:
+    """The agent's reply before the user's latest message."""
+    seen_user = False
+    for m in reversed(messages or []):
+        if role_of(m) == "user":
+            seen_user = True
+        elif seen_user and role_of(m) == "agent" and not getattr(m, "tool_calls", None):
+            return message_text(m)
+    return ""
 
 
 def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messages: list[BaseMessage],
@@ -155,7 +190,10 @@ def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messag
         again = rerun_last_api(wf, interp, frame, called_since_user(messages))
         if again is not None and not any(same(again, r) for r in rejected):
             return again
-    proposal = next_proposal(wf, interp, frame, reading, rejected, skip, message)
+    proposal = next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
+    recheck = recheck_failed(wf, frame, proposal)
+    if recheck is not None and not any(same(recheck, r) for r in rejected):
+        return recheck
     if upcoming.kind == "done":
         proposal = {**proposal, "completes": True}
     return proposal

@@ -59,8 +59,8 @@ def answer_text(wf: Workflow, name: str, values: dict[str, Any], slots: list[str
 def proposal_for(wf: Workflow, act: NextAction, values: dict) -> dict:
     if act.kind == "api":
         return {"kind": "tool", "name": act.name, "args": act.args, "call_id": new_call_id()}
-    if act.kind == "ask":
-        return {"kind": "reply", "name": "request_information", "text": question_for(wf, act.slots),
+    if act.kind == "ask":  # named after the ANSWER it stands for when it asks for the rest of its slots
+        return {"kind": "reply", "name": act.name or "request_information", "text": question_for(wf, act.slots),
                 "args": {"slots": act.slots}}
     if act.kind == "ask_cond":
         return {"kind": "reply", "name": "request_information", "text": cond_question(act.condition),

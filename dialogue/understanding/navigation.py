@@ -59,8 +59,11 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     target = pick_resume(text, stacked, describe)
     if target is not None:
         return [ResumeFlow(workflow=target, turn=turn)]
-    if active and ABANDON.search(text) and not (content_words(ABANDON.sub(" ", text)) - FILLERS):
-        return [CancelFlow(workflow=active, turn=turn)]  # "never mind, forget it": nothing new to search for
+    # [issue-sessions2] giving up ("never mind", "forget it", "let's stop here, I changed my mind") wins
+    # over a search the words of the active task would start again; "cancel X" may be a new task, so it
+    # only cancels when no search was read (below)
+    if active and verdict.action == "SEARCH" and _gives_up(text, active_about):
+        return [CancelFlow(workflow=active, turn=turn)]
     if verdict.action == "SEARCH":
         return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,
                           source=verdict.policy)]
@@ -72,6 +75,15 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     if asked and UNSURE.search(text):
         out.append(SkipQuestion(asked=list(asked), turn=turn))
     return out
+
+
+def _gives_up(text: str, active_about: str) -> bool:
+    """The turn abandons the active task: "never mind" / "forget it", or a cancel marker that is not the
+    word "cancel" itself (in a workflow that is not itself about cancelling)."""
+    if ABANDON.search(text):
+        return True
+    m = CANCEL.search(text)
+    return bool(m and not m.group(0).lower().startswith("cancel") and not re.search(r"cancel", active_about, re.I))
 
 
 def _closing(verdict: Verdict) -> bool:

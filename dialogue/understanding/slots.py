@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workflows.pdl import Slot, Workflow
-from workflows.text import STOPWORDS, yes_no
+from workflows.text import FILLERS, STOPWORDS, yes_no
 
 NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -55,7 +55,9 @@ def slot_kind(slot: Slot) -> str:
     if slot.type != "string":
         return slot.type
     text = f"{slot.name} {slot.description}".lower().replace("_", " ")
-    if re.search(r"\bemail\b", text):
+    example = _EXAMPLES.search(slot.description or "")
+    # "Email type, e.g. Tencent Mail" names an email but holds no address: its example says so
+    if re.search(r"\bemail\b", text) and (example is None or "@" in example.group(1)):
         return "email"
     if re.search(r"\bphone\b|\bmobile\b", text):
         return "phone"
@@ -76,6 +78,94 @@ def slot_kind(slot: Slot) -> str:
     if re.search(r"\b(?:how many|number of|size|count|quantity|guests|people|party)\b", text):
         return "integer"
     return "string"
+
+
+# --- what values fit a slot ------------------------------------------------------------------------
+# A slot's values are constrained by what its PDL says: its examples ("Customer number, e.g. C-1001":
+# a letter prefix and digits), a digit count in its description ("4-digit PIN", "last 4 digits of the
+# card") and the JSON schemas of the API parameters it is passed to (minimum, maximum, minLength,
+# maxLength, pattern).  A value is only taken for a slot it fits, so a transaction id is never a
+# customer number and "4" (of "4-digit") is never a PIN.
+_EXAMPLES = re.compile(r"\b(?:e\.\s?g\.?|for example|for instance|such as|like)\s*:?\s*(.+)$", re.I)
+_EXAMPLE_TOKEN = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*[A-Za-z0-9](?![\w-])")
+_DIGIT_COUNT = re.compile(r"\b(\d{1,2})[- ]digits?\b|\blast\s+(\d{1,2})\s+digits\b", re.I)
+
+
+def _shape(token: str) -> str:
+    """An example's shape: its letters and separators as they are, each run of digits any digits."""
+    return "".join(r"\d+" if part[0].isdigit() else re.escape(part) for part in re.findall(r"\d+|\D+", token))
+
+
+@dataclass(frozen=True)
+class SlotFit:
+    """The constraints a slot's values must meet (each None when the PDL states none)."""
+
+    shape: re.Pattern | None = None  # any of the description's examples' shapes
+    digits: int | None = None  # exactly this many digits
+    minimum: float | None = None
+    maximum: float | None = None
+    min_len: int | None = None
+    max_len: int | None = None
+    pattern: re.Pattern | None = None
+
+    def shaped(self, value: Any, *, whole: bool = True) -> bool:
+        """``value`` has the shape of one of the slot's examples (``whole=False``: holds one)."""
+        text = str(value).strip()
+        return self.shape is not None and bool(self.shape.fullmatch(text) if whole else self.shape.search(text))
+
+    def ok(self, value: Any, *, whole: bool = True, shape: bool = True) -> bool:
+        """``value`` meets every constraint (``shape=False``: every one but the examples' shape, which
+        is a preference: "A1234" may still be an order number whose example is "ORD-7001")."""
+        text = str(value).strip()
+        if shape and self.shape is not None and not self.shaped(text, whole=whole):
+            return False
+        if self.digits is not None and not re.fullmatch(rf"\d{{{self.digits}}}", text):
+            return False
+        if self.minimum is not None or self.maximum is not None:
+            try:
+                num = float(text)
+            except ValueError:
+                num = None
+            if num is not None and ((self.minimum is not None and num < self.minimum)
+                                    or (self.maximum is not None and num > self.maximum)):
+                return False
+        if (self.min_len is not None and len(text) < self.min_len) or \
+                (self.max_len is not None and len(text) > self.max_len):
+            return False
+        if self.pattern is not None and not self.pattern.search(text):
+            return False
+        return True
+
+
+def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
+    """The constraints on ``slot``'s values from its description and the API parameters it feeds."""
+    shapes: list[str] = []
+    digits = None
+    if slot.type in ("string", "integer", "number") and not slot.enum:
+        if m := _EXAMPLES.search(slot.description or ""):
+            shapes = [_shape(t) for t in _EXAMPLE_TOKEN.findall(m.group(1))
+                      if not re.fullmatch(r"[\d:.-]+", t)]  # dates, times and plain numbers carry no shape
+        if m := _DIGIT_COUNT.search(slot.description or ""):
+            digits = int(m.group(1) or m.group(2))
+            examples = re.findall(r"(?<!\d)\d{4,}(?!\d)", (_EXAMPLES.search(slot.description or "") or m).group(0))
+            if any(len(e) != digits for e in examples):
+                digits = None  # the description's own example disagrees with its count: trust neither
+    bounds: dict[str, Any] = {}
+    for api in (workflow.apis if workflow is not None else []):
+        spec = (api.parameters.get("properties") or {}).get(slot.name)
+        if not isinstance(spec, dict):
+            continue
+        for key, name in (("minimum", "minimum"), ("maximum", "maximum"), ("minLength", "min_len"),
+                          ("maxLength", "max_len")):
+            if isinstance(spec.get(key), (int, float)) and not isinstance(spec.get(key), bool):
+                bounds.setdefault(name, spec[key])
+        if isinstance(spec.get("pattern"), str):
+            try:
+                bounds.setdefault("pattern", re.compile(spec["pattern"]))
+            except re.error:
+                pass  # the validator reports a bad pattern; slot filling does not guess
+    shape = re.compile("|".join(f"(?:{s})" for s in dict.fromkeys(shapes)), re.I) if shapes else None
+    return SlotFit(shape=shape, digits=digits, **bounds)
 
 
 # --- typed extractors: each returns (value, span) or None ---------------------------------------
@@ -103,8 +193,11 @@ def find_time(text: str) -> tuple[str, tuple[int, int]] | None:
 
 
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_MONTH_DAY = re.compile(r"\b(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b"
-                        r"|\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\b", re.I)
+# "December 10", "10 December", "10th of Dec", each with an optional year ("December 10, 2026"): the year
+# belongs to the date (never a party size)
+_MONTH_DAY = re.compile(r"(?:\b(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b"
+                        r"|\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\b)"
+                        r"(?:,?\s+(?P<year>\d{4})\b)?", re.I)
 _REL = re.compile(r"\b(today|tonight|tomorrow|day after tomorrow|" + "|".join(WEEKDAYS) + r")\b", re.I)
 
 
@@ -116,7 +209,8 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
         mon = m.group(1) or m.group(4)
         day = int(m.group(2) or m.group(3))
         month = [x[:3] for x in MONTHS].index(mon[:3].lower()) + 1
-        year = today.year + (1 if (month, day) < (today.month, today.day) else 0)
+        year = int(m.group("year")) if m.group("year") else \
+            today.year + (1 if (month, day) < (today.month, today.day) else 0)
         try:
             return dt.date(year, month, day).isoformat(), m.span()
         except ValueError:
@@ -133,19 +227,31 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
     return None
 
 
-_INT = re.compile(r"\b(?:party of|table for|group of|for)?\s*(\d+|" + "|".join(
-    sorted((re.escape(w) for w in NUMBER_WORDS), key=len, reverse=True)) + r")\b(?:\s*(?:people|persons|guests|adults"
-    r"|tickets|rooms|nights|of us))?", re.I)
+# A number on its own: not the digits of an identifier, a date, a time or a compound word ("C-1003",
+# "2026-12-19", "19:30", "4-digit", "NW2"), which are never a count or an amount.
+_INT = re.compile(r"(?:\b(?:party of|table for|group of|for)\s*)?(?<![\w:./-])(\d+|" + "|".join(
+    sorted((re.escape(w) for w in NUMBER_WORDS), key=len, reverse=True)) + r")(?![\w:/-]|[.,]\d)"
+    r"(?:\s*(?:people|persons|guests|adults|tickets|rooms|nights|of us))?", re.I)
+_STRONG = re.compile(r"people|persons|guests|party|table|group|of us|adults", re.I)
 
 
-def find_int(text: str) -> tuple[int, tuple[int, int]] | None:
-    best = None
+def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
+    """Every stand-alone number in ``text``: (value, span, strong), strong when the words around it say
+    it counts people ("a table for 4", "4 guests").  Digits with a leading zero stay text ("0456")."""
+    out = []
     for m in _INT.finditer(text):
         tok = m.group(1).lower()
-        value = int(tok) if tok.isdigit() else NUMBER_WORDS[tok]
-        strong = bool(re.search(r"people|persons|guests|party|table|group|of us|adults", m.group(0), re.I))
-        if best is None or (strong and not best[2]):
-            best = (value, m.span(1), strong)
+        value: int | str = (tok if tok.startswith("0") and len(tok) > 1 else int(tok)) if tok.isdigit() \
+            else NUMBER_WORDS[tok]
+        out.append((value, m.span(1), bool(_STRONG.search(m.group(0)))))
+    return out
+
+
+def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int]] | None:
+    """The number a count slot most likely means: the first one said as a count of people, else the first;
+    ``fits`` (value -> bool) keeps only the numbers the slot can hold."""
+    found = [f for f in find_ints(text) if fits is None or fits(f[0])]
+    best = next((f for f in found if f[2]), found[0] if found else None)
     return (best[0], best[1]) if best else None
 
 
@@ -163,7 +269,7 @@ ORDER_ID = re.compile(r"\b(?=[A-Z0-9-]*\d)[A-Z]{1,4}-?\d{3,}\b|\b\d{5,}\b")
 
 
 _CUE_STOP = STOPWORDS | {"number", "e", "g"}  # words of a slot description that cue no number
-_NUM = re.compile(r"(?<![\w-])\d+(?![\w-])")
+_NUM = re.compile(r"(?<![\w:./-])\d+(?![\w:/-]|[.,]\d)")  # a stand-alone number, as in _INT
 
 
 def number_cues(slot: Slot) -> set[str]:
@@ -175,18 +281,22 @@ def number_cues(slot: Slot) -> set[str]:
     return words
 
 
-def cue_numbers(text: str, slots: list[Slot]) -> dict[str, tuple[int, tuple[int, int]]]:
-    """Numbers assigned to slots by the words just before them; each number to at most one slot."""
+def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = None
+                ) -> dict[str, tuple[int, tuple[int, int]]]:
+    """Numbers assigned to slots by the words just before them; each number to at most one slot, and
+    only to a slot whose constraints it meets."""
     scored = []
     for m in _NUM.finditer(text):
         before = re.findall(r"[a-z]+", text[max(0, m.start() - 40):m.start()].lower())[-4:]
+        tok = m.group(0)  # "0456" keeps its leading zero (card digits, PINs)
+        value = tok if tok.startswith("0") and len(tok) > 1 else int(tok)
         for s in slots:
+            if fits and s.name in fits and not fits[s.name].ok(value):
+                continue
             cues = number_cues(s)
             hits = sum(1 for i, w in enumerate(before) if w in cues or (w.endswith("s") and w[:-1] in cues))
             if hits:
-                tok = m.group(0)  # "0456" keeps its leading zero (card digits, PINs)
-                scored.append((hits, -(m.start()), s.name, tok if tok.startswith("0") and len(tok) > 1 else int(tok),
-                               m.span()))
+                scored.append((hits, -(m.start()), s.name, value, m.span()))
     out: dict[str, tuple[int, tuple[int, int]]] = {}
     used: set[tuple[int, int]] = set()
     for hits, _, name, value, span in sorted(scored, reverse=True):
@@ -301,8 +411,13 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 chars[i] = " "
         return "".join(chars)
 
+    # the value a correction replaces is no value: "ORD-7001, not ORD-7006", "charged twice instead of
+    # order cancelled", "... rather than Friday"
+    for m in REPLACED.finditer(text):
+        take(m.span(1) if m.group(1) else m.span(2))
     slots = sorted(workflow.slots, key=lambda s: s.name not in pending)  # the asked slots first
     kinds = {s.name: slot_kind(s) for s in slots}
+    fits = {s.name: slot_fit(s, workflow) for s in slots}
     # ordinal reference to the last listed results
     pick = ordinal_pick(text, last_items)
     if pick is not None and pending:
@@ -311,7 +426,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                  "boolean"):
         if kind in ("integer", "number"):  # numbers named by the words before them go first ("PIN is 4821")
             num_slots = [s for s in slots if kinds[s.name] == kind and s.name not in out.values]
-            for name, (value, span) in cue_numbers(rest(), num_slots).items():
+            for name, (value, span) in cue_numbers(rest(), num_slots, fits).items():
                 out.set(name, value, 0.9), take(span)
         for s in slots:
             if kinds[s.name] != kind or s.name in out.values:
@@ -322,7 +437,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 out.set(s.name, m.group(0), 0.95), take(m.span())
             elif kind == "phone" and (m := PHONE.search(src)):
                 out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
-            elif kind == "id" and (m := ORDER_ID.search(src)):
+            elif kind == "id" and (m := find_id(src, s.name, fits)):
                 out.set(s.name, m.group(0), 0.9), take(m.span())
             elif kind == "datetime":
                 d, t = find_date(src, today), find_time(src)
@@ -344,12 +459,24 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                         take((pos, pos + len(hit[0])))
             elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
-            elif kind in ("integer", "number") and (n := find_int(src)):
+            elif kind in ("integer", "number") and (n := find_int(src, fits[s.name].ok)):
                 if is_pending or re.search(r"people|persons|guests|party|table|group|of us|adults", src, re.I) \
                         or len(pending) == 0:
                     out.set(s.name, n[0], 0.9 if is_pending else 0.7), take(n[1])
             elif kind == "boolean" and is_pending and out.yesno is not None:
                 out.set(s.name, out.yesno, 0.9)
+    # references with the shape of a free-text slot's examples, asked or not ("TX-5003 and TX-5004" for
+    # "References of the disputed transactions, e.g. TX-5003, TX-5004")
+    for s in slots:
+        fit = fits[s.name]
+        if kinds[s.name] != "string" or s.name in out.values or fit.shape is None:
+            continue
+        found = [m for m in fit.shape.finditer(rest()) if re.fullmatch(r"[\w-]+", m.group(0))
+                 and fits_slot(m.group(0), s.name, fits)]
+        if found:
+            out.set(s.name, ", ".join(m.group(0) for m in found), 0.8)
+            for m in found:
+                take(m.span())
     # a proper name for an unfilled name-like string slot ("at Luigi's")
     for s in slots:
         if kinds[s.name] != "string" or s.name in out.values:
@@ -372,12 +499,85 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             continue
         if len(open_slots) > 1 and out.values:
             continue
-        value = free_value(message, kind)
-        if value and out.yesno is None:
+        # the rest of the message once the other values are taken ("C-1001, PIN 4821, new address 7 Elm
+        # Street, Northwind"), else the whole reply; either without the slot's own label ("full address: ...")
+        source = remainder(rest(), workflow, name) if used else message
+        value = free_value(source, kind, workflow.slot(name)) if source else None
+        if value and (out.yesno is None or used) and fits_slot(value, name, fits, whole=kind == "id"):
             out.set(name, value, 0.6)
     return out
 
 
+def fits_slot(value: Any, slot: str, fits: dict[str, SlotFit], *, whole: bool = True) -> bool:
+    """``value`` may be ``slot``'s: it meets the slot's constraints, and unless it has the shape of the
+    slot's own examples, it has no other slot's example shape (a value is only taken for the slot it
+    fits: "TX-5003" is a transaction's reference, not a customer number)."""
+    fit = fits[slot]
+    if not fit.ok(value, whole=whole, shape=False):
+        return False
+    if fit.shaped(value, whole=whole):
+        return True
+    return not any(f.shaped(value, whole=whole) for n, f in fits.items() if n != slot)
+
+
+def find_id(text: str, slot: str, fits: dict[str, SlotFit]) -> re.Match | None:
+    """The identifier in ``text`` for ``slot``: the first with the shape of its examples, else the first
+    one that fits it (see ``fits_slot``)."""
+    fit = fits[slot]
+    found = sorted([*ORDER_ID.finditer(text), *(fit.shape.finditer(text) if fit.shape is not None else [])],
+                   key=lambda m: m.start())
+    return next((m for m in found if fit.shaped(m.group(0)) and fit.ok(m.group(0))), None) or \
+        next((m for m in found if fits_slot(m.group(0), slot, fits)), None)
+
+
+def label_words(slot: Slot) -> set[str]:
+    """The words that name a slot in a message: its name's and description's words."""
+    return set(_tokens(f"{slot.name.replace('_', ' ')} {slot.title or ''} {slot.description}"))
+
+
+_LABEL_END = re.compile(r"\s*(?::|\bis\b|\bare\b|=)\s*", re.I)
+_FILLER_WORDS = STOPWORDS | FILLERS
+
+
+def strip_label(text: str, slot: Slot | None) -> str:
+    """``text`` without a leading label naming ``slot`` ("Name the booking is made under: Marek Novak",
+    "the new address is 7 Elm Street", "new address 7 Elm Street" -> the value)."""
+    if slot is None:
+        return text
+    words = label_words(slot)
+    for m in reversed(list(_LABEL_END.finditer(text))):  # the longest label first ("the name ... is made under:")
+        head, value = text[:m.start()], text[m.end():].strip()
+        toks = _tokens(head)
+        if value and toks and all(w in words or w in _FILLER_WORDS for w in toks) and set(toks) & words:
+            return value
+    toks = list(re.finditer(r"[\w'-]+", text))
+    cut, named = 0, False
+    for t in toks:  # unmarked: leading label words, then the value
+        w = t.group(0).lower()
+        if w in words and w not in _FILLER_WORDS:
+            named, cut = True, t.end()
+        elif w in _FILLER_WORDS:
+            continue
+        else:
+            break
+    return text[cut:].strip(" :,.-") if named and text[cut:].strip(" :,.-") else text
+
+
+def remainder(text: str, workflow: Workflow, slot: str) -> str:
+    """What is left of a message for ``slot`` once other values are blanked out: the comma/semicolon
+    parts that say more than a label of another slot or filler, joined."""
+    others = set().union(*(label_words(s) for s in workflow.slots if s.name != slot)) if workflow.slots else set()
+    junk = others | _FILLER_WORDS
+    keep = []
+    for part in re.split(r"[;,]", text):
+        toks = [(m.group(0).lower(), m.span()) for m in re.finditer(r"[\w'-]+", part)]
+        content = [i for i, (w, _) in enumerate(toks) if not all(t in junk for t in _tokens(w))]
+        if content:  # the part without the filler and labels around it ("and it's 75 Elm Street")
+            keep.append(part[toks[content[0]][1][0]:toks[content[-1]][1][1]])
+    return ", ".join(keep)
+
+
+REPLACED = re.compile(r"(?:,|;|\s-)\s*(?:and\s+)?(not\s+[^,.;!?]+)|\b((?:instead of|rather than)\s+[^,.;!?]+)", re.I)
 CORRECTION = re.compile(r"\b(?:sorry|actually|i meant|i mean|instead|make it|change (?:it|that|the)|wait|rather|"
                         r"not (?:\d+|on|at|for))\b", re.I)
 # sentence starters that are not names ("Thanks. ..." is not a guest called Thanks)
@@ -386,10 +586,11 @@ _NOT_NAMES = {"yes", "no", "ok", "okay", "sure", "thanks", "thank", "please", "h
 _LEADING_NAME = re.compile(rf"^({_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}})\s*(?:[.,;!]|\band\b|$)")
 
 
-def free_value(message: str, kind: str) -> str | None:
-    """The whole reply (minus filler) as the asked value, when it looks like one: a name is a few words
-    without digits (or the name the reply starts with: "John. And my ID is 661"), an id has a digit."""
-    value = clean_free_text(message)
+def free_value(message: str, kind: str, slot: Slot | None = None) -> str | None:
+    """The whole reply (minus filler and the slot's label) as the asked value, when it looks like one: a
+    name is a few words without digits (or the name the reply starts with: "John. And my ID is 661"), an
+    id has a digit."""
+    value = clean_free_text(strip_label(clean_free_text(message), slot))
     if not value:
         return None
     words = value.split()
