@@ -55,6 +55,7 @@ class MiningConfig:
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
+    loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
 @dataclass
@@ -299,14 +300,29 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         if p:
             proj.append(p)
     dfg: Counter = Counter()
+    back: set[tuple[str, str]] = set()  # loop edges: to a step the conversation already ran
     follow: dict[tuple[str, str], list[StepOcc]] = defaultdict(list)
     before: Counter = Counter()  # (a, b): conversations where a's first run precedes b's
     for p in proj:
         names = [START] + [o.name for o in p] + [END]
+        seen: set[str] = set()
         for i in range(len(names) - 1):
-            dfg[names[i], names[i + 1]] += 1
+            a, b = names[i], names[i + 1]
+            again = a in seen  # this run of a repeats an earlier one
+            seen.add(a)
+            if cfg.loops and (b in seen or again) and b != END:
+                # a re-run (the user asked again, changed a constraint): the first run of a step that
+                # goes back to one already run is a loop edge, counted apart from the order; the
+                # repeated segment after it (a run again -> a step run before) is neither
+                if b not in seen:
+                    pass  # a new step after a repeated one: an order edge all the same
+                elif again:
+                    continue
+                else:
+                    back.add((a, b))
+            dfg[a, b] += 1
             if 0 < i < len(names) - 1:
-                follow[names[i], names[i + 1]].append(p[i - 1])
+                follow[a, b].append(p[i - 1])
         pos = _first_positions(names[1:-1])
         for a in pos:
             for b in pos:
@@ -380,6 +396,10 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         for b in outs:
             if b != top:
                 graph.edges.pop((a, b))
+    # a loop nobody explained (no result or answer decides it) is a re-run, not the procedure
+    for e in back:
+        if e in graph.edges and e not in graph.labels:
+            graph.edges.pop(e)
     # every node reachable: a node left without a way in is attached through its most used incoming
     # transition from a reachable node that either ends (b follows it) or has one successor c that b
     # may precede (b is written between them: an optional step, skipped by the executor when its slot
