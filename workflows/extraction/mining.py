@@ -257,13 +257,19 @@ def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
     return {k: v / max(1, len(trs)) for k, v in c.items()}
 
 
-def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3) -> dict[str, set[str]]:
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, shared: float = 0.25,
+                  support: float = 0.1) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
-    conversations that moved to another task without saying so, and are not this task's steps."""
+    conversations that moved to another task without saying so, and are not this task's steps.
+    A step that a ``shared`` share of the tasks perform (in ``support`` of their conversations) is common
+    to the desk (a greeting, asking the name): it belongs to every task that performs it."""
+    tasks = max(1, len(supports))
+    common = {k for k in {k for sup in supports.values() for k in sup}
+              if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= shared * tasks}
     out: dict[str, set[str]] = {}
     for task, sup in supports.items():
-        out[task] = {k for k, v in sup.items()
-                     if any(o.get(k, 0.0) >= ratio * v for t, o in supports.items() if t != task)}
+        out[task] = {k for k, v in sup.items() if k not in common
+                     and any(o.get(k, 0.0) >= ratio * v for t, o in supports.items() if t != task)}
     return out
 
 
