@@ -55,6 +55,7 @@ class MiningConfig:
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
+    pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
     loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
@@ -257,15 +258,23 @@ def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
     return {k: v / max(1, len(trs)) for k, v in c.items()}
 
 
+def common_steps(supports: dict[str, dict[str, float]], shared: float = 0.25, support: float = 0.1
+                 ) -> dict[str, float]:
+    """Steps a ``shared`` share of the tasks perform (in ``support`` of their conversations) -> their mean
+    support over all tasks: how often the desk does it, a steadier estimate than one task's."""
+    tasks = max(1, len(supports))
+    keys = {k for sup in supports.values() for k in sup}
+    return {k: sum(sup.get(k, 0.0) for sup in supports.values()) / tasks for k in keys
+            if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= shared * tasks}
+
+
 def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, shared: float = 0.25,
                   support: float = 0.1) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
     conversations that moved to another task without saying so, and are not this task's steps.
     A step that a ``shared`` share of the tasks perform (in ``support`` of their conversations) is common
     to the desk (a greeting, asking the name): it belongs to every task that performs it."""
-    tasks = max(1, len(supports))
-    common = {k for k in {k for sup in supports.values() for k in sup}
-              if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= shared * tasks}
+    common = common_steps(supports, shared, support)
     out: dict[str, set[str]] = {}
     for task, sup in supports.items():
         out[task] = {k for k, v in sup.items() if k not in common
@@ -274,7 +283,8 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, share
 
 
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
-               exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None) -> MinedGraph:
+               exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
+               common: dict[str, float] | None = None) -> MinedGraph:
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
     (what the offline executor can judge); without it, each is labelled by its most specific word."""
@@ -287,7 +297,9 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         for o in tr:
             if o.api is not None:
                 api_of.setdefault(o.name, o.api.name)
-    kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv}
+    # a step common to the desk is judged by the desk's support when this task's own is thin
+    kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv
+            or (c >= cfg.pooled * cfg.node_support * n_conv and (common or {}).get(n, 0.0) >= cfg.node_support)}
     # project the traces onto the kept nodes (merging repeats again)
     proj: list[list[StepOcc]] = []
     for tr in trs:
@@ -482,13 +494,13 @@ def _ident_value(v: Any) -> bool:
 def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfig | None = None, *,
                    domain: str = "general", role: str = "", description: str = "",
                    binding_for: Callable[[str], Binding | None] | None = None,
-                   exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None
-                   ) -> tuple[Workflow, MinedGraph]:
+                   exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
+                   common: dict[str, float] | None = None) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude, polarity)
+    graph = mine_graph(trs, cfg, exclude, polarity, common)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
