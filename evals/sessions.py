@@ -227,7 +227,10 @@ def pick_second(goal: Goal, goals: list[Goal], rng_key: str) -> Goal | None:
 
 
 def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, categories=None, workflows=None,
-             context=None, user_model: str | None = None, progress=None, work_dir=None) -> dict[str, Any]:
+             context=None, user_model: str | None = None, progress=None, work_dir=None,
+             goal_source=None, title: str | None = None) -> dict[str, Any]:
+    """``goal_source(library, pristine_db, workflows) -> goals`` replaces the generated goals (e.g. STAR
+    dialogues' goals, ``evals.star_goals``); ``title`` heads the report."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graph.agent import build_agent
@@ -246,7 +249,7 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     ctx = replace(base, db_path=str(work / "session.sqlite"))
     shutil.copy(pristine, ctx.db_path)
     lib = get_resources(ctx).library
-    goals = generate_goals(lib, pristine, workflows=workflows)
+    goals = (goal_source or (lambda lb, db, wfs: generate_goals(lb, db, workflows=wfs)))(lib, pristine, workflows)
     umodel = model_for(replace(ctx, user_simulator_model=user_model), "user_simulator") if user_model else None
     graph = build_agent(ctx, checkpointer=InMemorySaver()).with_config(recursion_limit=RECURSION_LIMIT)
     cats = list(categories or CATEGORIES)
@@ -264,7 +267,7 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     metrics = summarise(results, seeds)
     metrics["goals"] = {"count": len(goals), "branches": [g.id for g in goals],
                         "without_goal": _unreached(lib, goals, workflows)}
-    write_report(Path(out), metrics, results, seeds)
+    write_report(Path(out), metrics, results, seeds, title)
     return metrics
 
 
@@ -281,7 +284,7 @@ def _unreached(lib, goals: list[Goal], workflows) -> list[str]:
                   if f"{w}:{a}" not in have)
 
 
-def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> None:
+def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, title: str | None = None) -> None:
     from .report import Report
 
     s = metrics["summary"]
@@ -292,7 +295,7 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int) -> N
                ("success overall ≥ 0.85", s["success"], 0.85),
                (f"pass^{seeds} ≥ 0.80", s["pass_k"].get(str(seeds), float("nan")), 0.80)]
     missed = [t for t in targets if not (t[1] >= t[2])]
-    rep = Report(out, "Session-level evaluation with simulated users (demo desk, offline agent)")
+    rep = Report(out, title or "Session-level evaluation with simulated users (demo desk, offline agent)")
     headline = (f"**Headline:** success {s['success']:.3f} overall over {s['sessions']} sessions, "
                 f"{none.get('success', float('nan')):.3f} without out-of-workflow moves, pass^{seeds} "
                 f"{s['pass_k'].get(str(seeds), float('nan')):.3f}. ")
@@ -348,6 +351,11 @@ def sessions_command(
     workflow: Optional[list[str]] = typer.Option(None, "--workflow", help="Workflows to run (repeatable)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", help="provider:model for an LLM user."),
     store_dir: Optional[str] = typer.Option(None, "--store-dir", help="Retrieval store (default .flowdesk/store)."),
+    dataset: str = typer.Option("demo", "--dataset", help="demo (goals generated from the library and its database) | "
+                                "star (goals from STAR dev dialogues against the imported STAR workflows and KB tools)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --dataset star (default: $FLOWDESK_DATA "
+                                        "or ../shared/data)."),
+    per_task: int = typer.Option(2, "--per-task", min=1, help="--dataset star: dialogues sampled per task."),
 ) -> None:
     """Whole sessions with a goal-driven simulated user: success, progress, tool/param F1, F_beta, MMR,
     TE-ratio and pass^k, overall and per out-of-workflow category."""
@@ -356,6 +364,21 @@ def sessions_command(
     bad = [c for c in category or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"--category: {bad} not in {list(CATEGORIES)}")
+    if dataset not in ("demo", "star"):
+        raise typer.BadParameter("demo or star", param_hint="--dataset")
+    if dataset == "star":  # --- STAR goals (evals.star_goals) ---
+        from .next_action import default_data_dir
+        from .star_goals import import_gold_library, run_star_sessions
+
+        data = data or default_data_dir()
+        lib = Path(library) if library else import_gold_library(data, Path(".flowdesk/eval/star-gold"))
+        metrics = run_star_sessions(lib, data, out, per_task=per_task, seeds=seeds, categories=category,
+                                    workflows=workflow, store_dir=store_dir or f".flowdesk/store-star-{lib.name}",
+                                    progress=lambda r: typer.echo(f"{r['task']:<58} seed {r['seed']} "
+                                                                  f"{'ok ' if r['success'] else 'FAIL'}", err=True))
+        typer.echo(json.dumps(metrics["summary"], indent=2))
+        typer.echo(f"report: {Path(out) / 'report.md'}")
+        return
     ctx = Context(store_dir=store_dir) if store_dir else Context()
     metrics = run_eval(out, library=library, seeds=seeds, categories=category, workflows=workflow, context=ctx,
                        user_model=user_model,
