@@ -228,9 +228,10 @@ def pick_second(goal: Goal, goals: list[Goal], rng_key: str) -> Goal | None:
 
 def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, categories=None, workflows=None,
              context=None, user_model: str | None = None, progress=None, work_dir=None,
-             goal_source=None, title: str | None = None) -> dict[str, Any]:
+             goal_source=None, title: str | None = None, transcripts: bool = True) -> dict[str, Any]:
     """``goal_source(library, pristine_db, workflows) -> goals`` replaces the generated goals (e.g. STAR
-    dialogues' goals, ``evals.star_goals``); ``title`` heads the report."""
+    dialogues' goals, ``evals.star_goals``); ``title`` heads the report; ``transcripts=False`` keeps the
+    sessions' words out of the report folder (goals holding a dataset's values)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graph.agent import build_agent
@@ -267,7 +268,7 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     metrics = summarise(results, seeds)
     metrics["goals"] = {"count": len(goals), "branches": [g.id for g in goals],
                         "without_goal": _unreached(lib, goals, workflows)}
-    write_report(Path(out), metrics, results, seeds, title)
+    write_report(Path(out), metrics, results, seeds, title, transcripts)
     return metrics
 
 
@@ -284,7 +285,8 @@ def _unreached(lib, goals: list[Goal], workflows) -> list[str]:
                   if f"{w}:{a}" not in have)
 
 
-def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, title: str | None = None) -> None:
+def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, title: str | None = None,
+                 transcripts: bool = True) -> None:
     from .report import Report
 
     s = metrics["summary"]
@@ -336,11 +338,12 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, titl
     if failed:
         rep.table("First failed sessions", ["task", "seed", "why", "last turns"],
                   [[r["task"], r["seed"], "; ".join(r["why"])[:160],
-                    " / ".join(r["transcript"][-3:])[:300].replace("|", "/")] for r in failed])
+                    " / ".join(r["transcript"][-3:])[:300].replace("|", "/") if transcripts else "–"] for r in failed])
     rep.write(metrics)
     with open(out / "sessions.jsonl", "w") as f:
         for r in results:
-            f.write(json.dumps(r, default=str) + "\n")
+            f.write(json.dumps(r if transcripts else {k: v for k, v in r.items() if k != "transcript"},
+                               default=str) + "\n")
 
 
 def sessions_command(

@@ -153,6 +153,7 @@ def run_star_sessions(library: str | Path, data: str | Path, out: str | Path, *,
     return run_eval(out, library=str(library), seeds=seeds, categories=categories or ["none"], workflows=workflows,
                     context=ctx, progress=progress,
                     goal_source=lambda lib, db, wfs: star_goals(lib, data, db, per_task=per_task, workflows=wfs),
+                    transcripts=False,  # the goals hold values users typed in STAR dialogues: no words in reports
                     title=title or "Sessions with simulated users pursuing STAR dialogues' goals (offline agent)")
 
 

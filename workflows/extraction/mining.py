@@ -557,6 +557,7 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
     rename = {n: (n + "_reply" if n in api_names or n in BUILTIN_ANSWERS else n) for n in answer_nodes}
     answers: list[Answer] = []
     rate: dict[tuple[str, str], float] = {}  # (answer, argument): share of its replies holding the later value
+    known = slot_names | {r for a in apis for r in a.returns} | {p for a in apis for p in a.param_names}
     for n in sorted(answer_nodes):
         texts = Counter()
         hits: Counter = Counter()
@@ -565,8 +566,8 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
             for i, o in enumerate(tr):
                 if o.name != n:
                     continue
-                if o.text:
-                    texts[_abstract(o.text, o.prior)] += 1
+                if o.text:  # only names the workflow defines (a value from a leaked step's call is text)
+                    texts[_abstract(o.text, {k: v for k, v in o.prior.items() if k in known})] += 1
                 later = next((x.api.args for x in tr[i + 1:] if x.api is not None), {})
                 if o.reply and later:
                     asked += 1
