@@ -318,7 +318,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         if p:
             proj.append(p)
     dfg: Counter = Counter()
-    back: set[tuple[str, str]] = set()  # loop edges: to a step the conversation already ran
+    back: Counter = Counter()  # transitions to a step the conversation already ran
     follow: dict[tuple[str, str], list[StepOcc]] = defaultdict(list)
     before: Counter = Counter()  # (a, b): conversations where a's first run precedes b's
     for p in proj:
@@ -337,7 +337,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                 elif again:
                     continue
                 else:
-                    back.add((a, b))
+                    back[a, b] += 1
             dfg[a, b] += 1
             if 0 < i < len(names) - 1:
                 follow[a, b].append(p[i - 1])
@@ -372,6 +372,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         return {e: c for e, c in edges.items() if e not in skips}
 
     edges = drop_skips(edges)
+    # a loop edge: one that mostly goes back to a step already run
+    loop = {e for e, c in back.items() if c > 0.5 * dfg[e]}
     # the start: the step that opens the conversations it appears in most reliably (ties: the more used)
     opens = Counter(p[0].name for p in proj)
     present = Counter(n for p in proj for n in {o.name for o in p})
@@ -415,7 +417,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             if b != top:
                 graph.edges.pop((a, b))
     # a loop nobody explained (no result or answer decides it) is a re-run, not the procedure
-    for e in back:
+    for e in loop:
         if e in graph.edges and e not in graph.labels:
             graph.edges.pop(e)
     # every node reachable: a node left without a way in is attached through its most used incoming
