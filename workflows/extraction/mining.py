@@ -56,6 +56,7 @@ class MiningConfig:
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
     pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
+    closing: float = 0.5  # a common step ending this share of the conversations performing it is a closing
     loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
@@ -300,6 +301,11 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     # a step common to the desk is judged by the desk's support when this task's own is thin
     kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv
             or (c >= cfg.pooled * cfg.node_support * n_conv and (common or {}).get(n, 0.0) >= cfg.node_support)}
+    if cfg.closing < 1.0:
+        # a closing: a step common to the desk that ends most conversations it appears in (the farewell) —
+        # conversation management, not the task's procedure
+        ends = Counter(tr[-1].name for tr in trs if tr)
+        kept = {n for n in kept if not ((common or {}).get(n) and ends[n] >= cfg.closing * support[n])}
     # project the traces onto the kept nodes (merging repeats again)
     proj: list[list[StepOcc]] = []
     for tr in trs:
