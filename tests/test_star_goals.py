@@ -109,3 +109,22 @@ def test_star_goals_against_the_imported_library(tmp_path):
         assert api_calls and all(all(a.get(k) == v for k, v in g.slots.items()) for a in api_calls)
         assert set(g.slot_specs) == set(g.slots) and all(s["description"] for s in g.slot_specs.values())
     assert len({g.id for g in goals}) == len(goals)
+
+
+def test_a_re_asked_question_gets_another_of_the_users_values():
+    from evals.simulated_user import SimulatedUser
+    from evals.star_goals import StarGoal
+
+    specs = {"Name": {"description": "Restaurant Name", "type": "string", "enum": []},
+             "CustomerName": {"description": "Customer Name", "type": "string", "enum": []},
+             "PartySize": {"description": "Party Size", "type": "integer", "enum": []}}
+    goal = StarGoal("table_book", "get help with table book", {"Name": "Tamarind", "CustomerName": "Mark", "PartySize": 4},
+                    specs, "kb_query@3", Gold([], [], "", [], {}))
+    user = SimulatedUser(goal, seed=0)
+    user.given[goal.id] = {"PartySize"}
+    first = user._guess(goal, "May I have your name, please?")
+    assert set(first) == {"Name", "CustomerName"}  # not given yet, sharing "name" with the question
+    user.given[goal.id] |= set(first)
+    user.tried["may i have your name, please?"] = {"Name"}  # only the restaurant was offered so far
+    assert user._guess(goal, "May I have your name, please?") == ["CustomerName"]
+    assert user._guess(goal, "Anything else?") == []  # a new question with every value given: nothing to add
