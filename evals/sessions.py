@@ -228,9 +228,11 @@ def pick_second(goal: Goal, goals: list[Goal], rng_key: str) -> Goal | None:
 
 def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, categories=None, workflows=None,
              context=None, user_model: str | None = None, progress=None, work_dir=None,
-             goal_source=None, title: str | None = None, transcripts: bool = True) -> dict[str, Any]:
+             goal_source=None, title: str | None = None, transcripts: bool = True,
+             about: str | None = None) -> dict[str, Any]:
     """``goal_source(library, pristine_db, workflows) -> goals`` replaces the generated goals (e.g. STAR
-    dialogues' goals, ``evals.star_goals``); ``title`` heads the report; ``transcripts=False`` keeps the
+    dialogues' goals, ``evals.star_goals``); ``title`` heads the report, ``about`` says how goals and success
+    are made (with ``goal_source``); ``transcripts=False`` keeps the
     sessions' words out of the report folder (goals holding a dataset's values)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -268,7 +270,7 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     metrics = summarise(results, seeds)
     metrics["goals"] = {"count": len(goals), "branches": [g.id for g in goals],
                         "without_goal": _unreached(lib, goals, workflows)}
-    write_report(Path(out), metrics, results, seeds, title, transcripts)
+    write_report(Path(out), metrics, results, seeds, title, transcripts, about)
     return metrics
 
 
@@ -286,7 +288,7 @@ def _unreached(lib, goals: list[Goal], workflows) -> list[str]:
 
 
 def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, title: str | None = None,
-                 transcripts: bool = True) -> None:
+                 transcripts: bool = True, about: str | None = None) -> None:
     from .report import Report
 
     s = metrics["summary"]
@@ -310,7 +312,7 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, titl
     if weak_wf:
         headline += "Weakest workflows (success < 0.7): " + ", ".join(f"{w} {v:.3f}" for v, w in weak_wf) + "."
     rep.text(headline)
-    rep.text("A goal-driven simulated user (`evals/simulated_user.py`, offline, deterministic per seed) talks to "
+    rep.text(about or "A goal-driven simulated user (`evals/simulated_user.py`, offline, deterministic per seed) talks to "
              "the real agent graph (offline policies) with a fresh thread and a fresh copy of the demo database "
              "per session. Goals: one per workflow and branch, generated from the PDL and the database and "
              "played once by the offline PDL interpreter with the real tools to obtain the gold calls, the gold "

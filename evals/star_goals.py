@@ -137,6 +137,19 @@ def star_goals(library: Library, data: str | Path, db: str | Path, split: str = 
     return goals
 
 
+ABOUT = ("A goal-driven simulated user (`evals/simulated_user.py`, offline, deterministic per seed) talks to the "
+         "real agent graph (offline policies) running a library of STAR workflows bound to the STAR KB tools "
+         "(`workflows/importers/star_kb.py`), a fresh thread per session. Goals (`evals/star_goals.py`): one per "
+         "sampled single-task STAR dev dialogue whose last KB query found a row: the task, the constraints the user "
+         "gave (that query's arguments, RequestType left out) and the row. Gold: the library's own procedure played "
+         "with those constraints and the KB tools; every call it makes to the task's API must carry the user's "
+         "constraints (when the procedure cannot be played through with them, the gold is that API called with "
+         "them). Success: the gold calls are made (and the values the gold's terminal reply shows are told). "
+         "Tool P/R/F1 and parameter F1 follow FlowBench (calls aligned to the gold by name, in order); F_beta "
+         "(β=5), MMR and TE-ratio follow WISE-Flow over milestones; pass^k per τ-bench over seeds. Session words "
+         "are not kept in this folder (the goals hold values typed by STAR's users).")
+
+
 def run_star_sessions(library: str | Path, data: str | Path, out: str | Path, *, per_task: int = 2, seeds: int = 1,
                       categories: list[str] | None = None, workflows: list[str] | None = None,
                       store_dir: str | None = None, progress=None, title: str | None = None) -> dict[str, Any]:
@@ -154,6 +167,7 @@ def run_star_sessions(library: str | Path, data: str | Path, out: str | Path, *,
                     context=ctx, progress=progress,
                     goal_source=lambda lib, db, wfs: star_goals(lib, data, db, per_task=per_task, workflows=wfs),
                     transcripts=False,  # the goals hold values users typed in STAR dialogues: no words in reports
+                    about=ABOUT,
                     title=title or "Sessions with simulated users pursuing STAR dialogues' goals (offline agent)")
 
 
