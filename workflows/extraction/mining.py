@@ -259,14 +259,15 @@ def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
     return {k: v / max(1, len(trs)) for k, v in c.items()}
 
 
-def common_steps(supports: dict[str, dict[str, float]], shared: float = 0.25, support: float = 0.1
-                 ) -> dict[str, float]:
-    """Steps a ``shared`` share of the tasks perform (in ``support`` of their conversations) -> their mean
-    support over all tasks: how often the desk does it, a steadier estimate than one task's."""
+def common_steps(supports: dict[str, dict[str, float]], shared: float = 0.25, support: float = 0.1,
+                 at_least: int = 3) -> dict[str, float]:
+    """Steps a ``shared`` share of the tasks, and ``at_least`` tasks, perform (in ``support`` of their
+    conversations) -> their mean support over all tasks: how often the desk does it, a steadier estimate
+    than one task's.  A desk of one or two tasks has no common steps: every step is its own."""
     tasks = max(1, len(supports))
     keys = {k for sup in supports.values() for k in sup}
     return {k: sum(sup.get(k, 0.0) for sup in supports.values()) / tasks for k in keys
-            if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= shared * tasks}
+            if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= max(at_least, shared * tasks)}
 
 
 def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, shared: float = 0.25,
