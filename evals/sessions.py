@@ -244,9 +244,15 @@ def dataset_library(dataset: str, data: str | Path, cache_dir: Path) -> Path:
 
 def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, categories=None, workflows=None,
              context=None, user_model: str | None = None, progress=None, work_dir=None, dataset: str | None = None,
-             data: str | Path | None = None, every: int = 1, cache_dir: str | Path | None = None) -> dict[str, Any]:
+             data: str | Path | None = None, every: int = 1, cache_dir: str | Path | None = None,
+             goal_source=None, title: str | None = None, transcripts: bool = True,
+             about: str | None = None) -> dict[str, Any]:
     """``dataset`` ("flowbench", with ``data``): that dataset's imported library, with goals whose slots the
-    database does not hold generated (its tools are simulated); ``every``: every N-th goal only."""
+    database does not hold generated (its tools are simulated); ``every``: every N-th goal only.
+    ``goal_source(library, pristine_db, workflows) -> goals`` replaces the generated goals (e.g. STAR
+    dialogues' goals, ``evals.star_goals``); ``title`` heads the report, ``about`` says how goals and success
+    are made (with ``goal_source``); ``transcripts=False`` keeps the sessions' words out of the report folder
+    (goals holding a dataset's values)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graph.agent import build_agent
@@ -269,13 +275,16 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     ctx = replace(base, db_path=str(work / "session.sqlite"))
     shutil.copy(pristine, ctx.db_path)
     lib = get_resources(ctx).library
-    goal_db = pristine
-    if dataset:  # a dataset's tools are simulated: its goals take no value from the demo desk's database
-        import sqlite3
+    if goal_source is not None:
+        goals = goal_source(lib, pristine, workflows)
+    else:
+        goal_db = pristine
+        if dataset:  # a dataset's tools are simulated: its goals take no value from the demo desk's database
+            import sqlite3
 
-        goal_db = work / "empty.sqlite"
-        sqlite3.connect(str(goal_db)).close()
-    goals = generate_goals(lib, goal_db, workflows=workflows, free_text=bool(dataset))[::max(1, every)]
+            goal_db = work / "empty.sqlite"
+            sqlite3.connect(str(goal_db)).close()
+        goals = generate_goals(lib, goal_db, workflows=workflows, free_text=bool(dataset))[::max(1, every)]
     umodel = model_for(replace(ctx, user_simulator_model=user_model), "user_simulator") if user_model else None
     graph = build_agent(ctx, checkpointer=InMemorySaver()).with_config(recursion_limit=RECURSION_LIMIT)
     cats = list(categories or CATEGORIES)
@@ -294,7 +303,7 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     metrics["goals"] = {"count": len(goals), "branches": [g.id for g in goals],
                         "without_goal": _unreached(lib, goals, workflows)}
     metrics["dataset"] = dataset or "demo"
-    write_report(Path(out), metrics, results, seeds,
+    write_report(Path(out), metrics, results, seeds, title, transcripts, about,
                  transcripts_dir=Path(ctx.library).parent if dataset else None)
     return metrics
 
@@ -312,8 +321,8 @@ def _unreached(lib, goals: list[Goal], workflows) -> list[str]:
                   if f"{w}:{a}" not in have)
 
 
-def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, transcripts_dir: Path | None = None
-                 ) -> None:
+def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, title: str | None = None,
+                 transcripts: bool = True, about: str | None = None, transcripts_dir: Path | None = None) -> None:
     from .report import Report
 
     s = metrics["summary"]
@@ -325,7 +334,7 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, tran
                (f"pass^{seeds} ≥ 0.80", s["pass_k"].get(str(seeds), float("nan")), 0.80)]
     missed = [t for t in targets if not (t[1] >= t[2])]
     desk = DATASETS.get(metrics.get("dataset", ""), "demo desk")
-    rep = Report(out, f"Session-level evaluation with simulated users ({desk}, offline agent)")
+    rep = Report(out, title or f"Session-level evaluation with simulated users ({desk}, offline agent)")
     headline = (f"**Headline:** success {s['success']:.3f} overall over {s['sessions']} sessions, "
                 f"{none.get('success', float('nan')):.3f} without out-of-workflow moves, pass^{seeds} "
                 f"{s['pass_k'].get(str(seeds), float('nan')):.3f}. ")
@@ -338,7 +347,7 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, tran
     if weak_wf:
         headline += "Weakest workflows (success < 0.7): " + ", ".join(f"{w} {v:.3f}" for v, w in weak_wf) + "."
     rep.text(headline)
-    rep.text("A goal-driven simulated user (`evals/simulated_user.py`, offline, deterministic per seed) talks to "
+    rep.text(about or "A goal-driven simulated user (`evals/simulated_user.py`, offline, deterministic per seed) talks to "
              "the real agent graph (offline policies) with a fresh thread and a fresh copy of the demo database "
              "per session. Goals: one per workflow and branch, generated from the PDL and the database and "
              "played once by the offline PDL interpreter with the real tools to obtain the gold calls, the gold "
@@ -369,13 +378,15 @@ def write_report(out: Path, metrics: dict, results: list[dict], seeds: int, tran
     if failed:
         rep.table("First failed sessions", ["task", "seed", "why", *(["last turns"] if own else [])],
                   [[r["task"], r["seed"], "; ".join(r["why"])[:160],
-                    *([" / ".join(r["transcript"][-3:])[:300].replace("|", "/")] if own else [])] for r in failed])
+                    *([" / ".join(r["transcript"][-3:])[:300].replace("|", "/") if transcripts else "–"]
+                      if own else [])] for r in failed])
     rep.write(metrics)
     log = out / "sessions.jsonl" if own else Path(transcripts_dir or out) / f"sessions-{metrics['dataset']}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
         for r in results:
-            f.write(json.dumps(r, default=str) + "\n")
+            f.write(json.dumps(r if transcripts else {k: v for k, v in r.items() if k != "transcript"},
+                               default=str) + "\n")
 
 
 def sessions_command(
@@ -386,8 +397,12 @@ def sessions_command(
     workflow: Optional[list[str]] = typer.Option(None, "--workflow", help="Workflows to run (repeatable)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", help="provider:model for an LLM user."),
     store_dir: Optional[str] = typer.Option(None, "--store-dir", help="Retrieval store (default .flowdesk/store)."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help=f"Goals from a dataset's workflows: {', '.join(DATASETS)}."),
-    data: str = typer.Option("/work/shared/data", "--data", help="Datasets folder (with --dataset)."),
+    dataset: str = typer.Option("demo", "--dataset", help="demo (goals generated from the library and its database) | "
+                                "star (goals from STAR dev dialogues against the imported STAR workflows and KB tools) | "
+                                "flowbench (FlowBench's 51 workflows, imported flowcharts, simulated tools)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Data directory for --dataset star|flowbench (default: "
+                                        "$FLOWDESK_DATA or ../shared/data)."),
+    per_task: int = typer.Option(2, "--per-task", min=1, help="--dataset star: dialogues sampled per task."),
     every: int = typer.Option(1, "--every", min=1, help="Every N-th goal only (a sample while developing)."),
 ) -> None:
     """Whole sessions with a goal-driven simulated user: success, progress, tool/param F1, F_beta, MMR,
@@ -397,13 +412,27 @@ def sessions_command(
     bad = [c for c in category or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"--category: {bad} not in {list(CATEGORIES)}")
-    if dataset and dataset not in DATASETS:
-        raise typer.BadParameter(f"--dataset: {dataset!r} not in {list(DATASETS)}")
-    if dataset and not Path(data).is_dir():
-        raise typer.BadParameter(f"--data: {data} is not a folder")
+    if dataset not in ("demo", "star", *DATASETS):
+        raise typer.BadParameter(f"one of demo, star, {', '.join(DATASETS)}", param_hint="--dataset")
+    from .next_action import default_data_dir
+
+    data = data or default_data_dir()
+    if dataset != "demo" and not Path(data).is_dir():
+        raise typer.BadParameter(f"{data} is not a folder", param_hint="--data")
+    if dataset == "star":  # --- STAR goals (evals.star_goals) ---
+        from .star_goals import import_gold_library, run_star_sessions
+
+        lib = Path(library) if library else import_gold_library(data, Path(".flowdesk/eval/star-gold"))
+        metrics = run_star_sessions(lib, data, out, per_task=per_task, seeds=seeds, categories=category,
+                                    workflows=workflow, store_dir=store_dir or f".flowdesk/store-star-{lib.name}",
+                                    progress=lambda r: typer.echo(f"{r['task']:<58} seed {r['seed']} "
+                                                                  f"{'ok ' if r['success'] else 'FAIL'}", err=True))
+        typer.echo(json.dumps(metrics["summary"], indent=2))
+        typer.echo(f"report: {Path(out) / 'report.md'}")
+        return
     ctx = Context(store_dir=store_dir) if store_dir else Context()
     metrics = run_eval(out, library=library, seeds=seeds, categories=category, workflows=workflow, context=ctx,
-                       user_model=user_model, dataset=dataset, data=data, every=every,
+                       user_model=user_model, dataset=None if dataset == "demo" else dataset, data=data, every=every,
                        progress=lambda r: typer.echo(f"{r['task']:<58} seed {r['seed']} "
                                                      f"{'ok ' if r['success'] else 'FAIL'} {r['seconds']:.1f}s",
                                                      err=True))

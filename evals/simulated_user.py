@@ -112,6 +112,7 @@ class SimulatedUser:
         self.wrong: tuple[str, Any] | None = None
         self.moves: list[str] = []  # the out-of-workflow moves made (for the report)
         self.closing = False
+        self.tried: dict[str, set[str]] = {}  # question -> slots already offered for it (a re-asked question)
 
     # --- the public API ---------------------------------------------------------------------------------
     def reply(self, agent_text: str | None) -> str | None:
@@ -175,7 +176,7 @@ class SimulatedUser:
         if asked and question and not _asks_for_value(agent_text) and all(self._restated(g, s, agent_text)
                                                                           for s in asked):
             return self.rng.choice(_YES)  # "could you confirm: X, Y?" with the right values
-        todo = asked or [s for s in g.slots if s not in self.given[g.id]][:2]
+        todo = asked or self._guess(g, agent_text)
         if not todo:
             if self.closing:
                 return None
@@ -210,6 +211,21 @@ class SimulatedUser:
             self.given[g.id].add(s)
         text = self.rng.choice(_JOIN).join(parts)
         return text[0].upper() + text[1:] + ("" if text.endswith((".", "?", "!")) else self.rng.choice([".", "", "."]))
+
+    def _guess(self, g: Goal, question: str) -> list[str]:
+        """A question no slot clearly matches: the values not given yet (two, those sharing a word with the
+        question first); asked the same again, the values not yet offered for it, one at a time — what a
+        person does when the agent repeats itself."""
+        said = set(content_words(question.lower()))
+        overlap = {s: len(said & set(content_words(f"{s.replace('_', ' ')} {g.slot_specs.get(s, {}).get('description') or ''}"
+                                                   .lower()))) for s in g.slots}
+        key = question.strip().casefold()
+        tried = self.tried.setdefault(key, set())
+        fresh = sorted((s for s in g.slots if s not in self.given[g.id]), key=lambda s: -overlap[s])[:2]
+        if not fresh and tried:  # asked again: another of the user's values
+            fresh = sorted((s for s in g.slots if s not in tried), key=lambda s: -overlap[s])[:1]
+        tried.update(fresh)
+        return fresh
 
     def _asked(self, g: Goal, text: str) -> list[str]:
         """Slots the agent's message asks for: those whose name/description words it uses (two or more

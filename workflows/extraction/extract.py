@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from ..importers.common import slugify, write_library
 from ..pdl import Binding, Domain, Role, Workflow
 from .elements import Embed, bag_embed, representative
-from .mining import MinedGraph, MiningConfig, build_workflow, foreign_steps, step_support, traces
+from .mining import MinedGraph, MiningConfig, build_workflow, common_steps, foreign_steps, step_support, traces
 from .transcripts import Transcript
 
 
@@ -84,6 +84,7 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
     groups = group_by_task(transcripts)
     supports = {task: step_support(traces(ts)) for task, ts in groups.items()}
     foreign = foreign_steps(supports)
+    common = common_steps(supports)
     result = ExtractionResult(Path(out_dir), conversations=len(transcripts))
     for task, ts in groups.items():
         reps = representative(ts, embed, select or len(ts))
@@ -104,7 +105,7 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
                 continue
             wf, graph = build_workflow(task, list(mined_from), config, domain=domain, role=role,
                                        description=_description(task, reps), binding_for=binding_for,
-                                       exclude=foreign[task], polarity=polarity)
+                                       exclude=foreign[task], polarity=polarity, common=common)
         except ValueError as exc:  # a task with too little signal is reported, not fatal for the others
             if progress:
                 progress(task)

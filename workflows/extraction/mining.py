@@ -55,6 +55,9 @@ class MiningConfig:
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
+    pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
+    closing: float = 0.5  # a common step ending this share of the conversations performing it is a closing
+    loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
 @dataclass
@@ -256,18 +259,34 @@ def step_support(trs: list[list[StepOcc]]) -> dict[str, float]:
     return {k: v / max(1, len(trs)) for k, v in c.items()}
 
 
-def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3) -> dict[str, set[str]]:
+def common_steps(supports: dict[str, dict[str, float]], shared: float = 0.25, support: float = 0.1,
+                 at_least: int = 3) -> dict[str, float]:
+    """Steps a ``shared`` share of the tasks, and ``at_least`` tasks, perform (in ``support`` of their
+    conversations) -> their mean support over all tasks: how often the desk does it, a steadier estimate
+    than one task's.  A desk of one or two tasks has no common steps: every step is its own."""
+    tasks = max(1, len(supports))
+    keys = {k for sup in supports.values() for k in sup}
+    return {k: sum(sup.get(k, 0.0) for sup in supports.values()) / tasks for k in keys
+            if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= max(at_least, shared * tasks)}
+
+
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, shared: float = 0.25,
+                  support: float = 0.1) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
-    conversations that moved to another task without saying so, and are not this task's steps."""
+    conversations that moved to another task without saying so, and are not this task's steps.
+    A step that a ``shared`` share of the tasks perform (in ``support`` of their conversations) is common
+    to the desk (a greeting, asking the name): it belongs to every task that performs it."""
+    common = common_steps(supports, shared, support)
     out: dict[str, set[str]] = {}
     for task, sup in supports.items():
-        out[task] = {k for k, v in sup.items()
-                     if any(o.get(k, 0.0) >= ratio * v for t, o in supports.items() if t != task)}
+        out[task] = {k for k, v in sup.items() if k not in common
+                     and any(o.get(k, 0.0) >= ratio * v for t, o in supports.items() if t != task)}
     return out
 
 
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
-               exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None) -> MinedGraph:
+               exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
+               common: dict[str, float] | None = None) -> MinedGraph:
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
     (what the offline executor can judge); without it, each is labelled by its most specific word."""
@@ -280,7 +299,14 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         for o in tr:
             if o.api is not None:
                 api_of.setdefault(o.name, o.api.name)
-    kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv}
+    # a step common to the desk is judged by the desk's support when this task's own is thin
+    kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv
+            or (c >= cfg.pooled * cfg.node_support * n_conv and (common or {}).get(n, 0.0) >= cfg.node_support)}
+    if cfg.closing < 1.0:
+        # a closing: a step common to the desk that ends most conversations it appears in (the farewell) —
+        # conversation management, not the task's procedure
+        ends = Counter(tr[-1].name for tr in trs if tr)
+        kept = {n for n in kept if not ((common or {}).get(n) and ends[n] >= cfg.closing * support[n])}
     # project the traces onto the kept nodes (merging repeats again)
     proj: list[list[StepOcc]] = []
     for tr in trs:
@@ -299,14 +325,29 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         if p:
             proj.append(p)
     dfg: Counter = Counter()
+    back: Counter = Counter()  # transitions to a step the conversation already ran
     follow: dict[tuple[str, str], list[StepOcc]] = defaultdict(list)
     before: Counter = Counter()  # (a, b): conversations where a's first run precedes b's
     for p in proj:
         names = [START] + [o.name for o in p] + [END]
+        seen: set[str] = set()
         for i in range(len(names) - 1):
-            dfg[names[i], names[i + 1]] += 1
+            a, b = names[i], names[i + 1]
+            again = a in seen  # this run of a repeats an earlier one
+            seen.add(a)
+            if cfg.loops and (b in seen or again) and b != END:
+                # a re-run (the user asked again, changed a constraint): the first run of a step that
+                # goes back to one already run is a loop edge, counted apart from the order; the
+                # repeated segment after it (a run again -> a step run before) is neither
+                if b not in seen:
+                    pass  # a new step after a repeated one: an order edge all the same
+                elif again:
+                    continue
+                else:
+                    back[a, b] += 1
+            dfg[a, b] += 1
             if 0 < i < len(names) - 1:
-                follow[names[i], names[i + 1]].append(p[i - 1])
+                follow[a, b].append(p[i - 1])
         pos = _first_positions(names[1:-1])
         for a in pos:
             for b in pos:
@@ -338,6 +379,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         return {e: c for e, c in edges.items() if e not in skips}
 
     edges = drop_skips(edges)
+    # a loop edge: one that mostly goes back to a step already run
+    loop = {e for e, c in back.items() if c > 0.5 * dfg[e]}
     # the start: the step that opens the conversations it appears in most reliably (ties: the more used)
     opens = Counter(p[0].name for p in proj)
     present = Counter(n for p in proj for n in {o.name for o in p})
@@ -380,6 +423,10 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         for b in outs:
             if b != top:
                 graph.edges.pop((a, b))
+    # a loop nobody explained (no result or answer decides it) is a re-run, not the procedure
+    for e in loop:
+        if e in graph.edges and e not in graph.labels:
+            graph.edges.pop(e)
     # every node reachable: a node left without a way in is attached through its most used incoming
     # transition from a reachable node that either ends (b follows it) or has one successor c that b
     # may precede (b is written between them: an optional step, skipped by the executor when its slot
@@ -456,13 +503,13 @@ def _ident_value(v: Any) -> bool:
 def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfig | None = None, *,
                    domain: str = "general", role: str = "", description: str = "",
                    binding_for: Callable[[str], Binding | None] | None = None,
-                   exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None
-                   ) -> tuple[Workflow, MinedGraph]:
+                   exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
+                   common: dict[str, float] | None = None) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude, polarity)
+    graph = mine_graph(trs, cfg, exclude, polarity, common)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
@@ -519,6 +566,7 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
     rename = {n: (n + "_reply" if n in api_names or n in BUILTIN_ANSWERS else n) for n in answer_nodes}
     answers: list[Answer] = []
     rate: dict[tuple[str, str], float] = {}  # (answer, argument): share of its replies holding the later value
+    known = slot_names | {r for a in apis for r in a.returns} | {p for a in apis for p in a.param_names}
     for n in sorted(answer_nodes):
         texts = Counter()
         hits: Counter = Counter()
@@ -527,8 +575,8 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
             for i, o in enumerate(tr):
                 if o.name != n:
                     continue
-                if o.text:
-                    texts[_abstract(o.text, o.prior)] += 1
+                if o.text:  # only names the workflow defines (a value from a leaked step's call is text)
+                    texts[_abstract(o.text, {k: v for k, v in o.prior.items() if k in known})] += 1
                 later = next((x.api.args for x in tr[i + 1:] if x.api is not None), {})
                 if o.reply and later:
                     asked += 1
