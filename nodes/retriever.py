@@ -22,6 +22,7 @@ from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State, active_workflow, search_query_of
 
+
 def too_close(candidates: list[dict], margin: float) -> list[str]:
     """Names of the candidates within ``margin`` of the best (empty unless at least two are)."""
     if margin <= 0 or len(candidates) < 2:
@@ -30,12 +31,14 @@ def too_close(candidates: list[dict], margin: float) -> list[str]:
     close = [c["workflow"] for c in candidates if best - c["score"] < margin]
     return close if len(close) >= 2 else []
 
+
 def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
     by_name = {c["workflow"]: c for c in candidates}
     seen = [f["workflow"] for f in state.get("stack") or []]
     ranking = context_rerank([(c["workflow"], c["score"]) for c in candidates], library,
                              active_workflow(state), seen, rerank_text(state.get("messages") or []))
     return [{**by_name[name], "score": round(score, 6)} for name, score in ranking]
+
 
 def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict], route: dict | None
              ) -> tuple[list[dict], dict[str, float]]:
@@ -63,6 +66,7 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     out = [{**by_name.get(n, {"workflow": n, "domain": wfs[n].domain, "role": wfs[n].role,
                              "retriever": "bm25", "level": "flat"}), "score": round(s, 6)} for n, s in scores]
     return out, initial_belief(scores)
+
 
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context

@@ -59,7 +59,7 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     target = pick_resume(text, stacked, describe)
     if target is not None:
         return [ResumeFlow(workflow=target, turn=turn)]
-    # [issue-sessions2] giving up ("never mind", "forget it", "let's stop here, I changed my mind") wins
+    # Giving up ("never mind", "forget it", "let's stop here, I changed my mind") wins
     # over a search the words of the active task would start again; "cancel X" may be a new task, so it
     # only cancels when no search was read (below)
     if active and verdict.action == "SEARCH" and _gives_up(text, active_about):
