@@ -33,7 +33,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
 
-from graph.checkpoint import ENV_URL, CheckpointConfigError, open_async_checkpointer, resolve_target
+from graph.checkpoint import (ENV_URL, CheckpointConfigError, CheckpointUnavailableError, open_async_checkpointer,
+                              open_checkpointer, resolve_target)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 2034  # not langgraph's 2024
@@ -120,6 +121,14 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, checkpoint: str | 
         raise CheckpointConfigError("checkpoint: use a file path or a postgres:// URL")
     if "://" not in target and target != ":memory:":
         target = str(Path(target).resolve())
+    # The store must answer before the server starts: otherwise the server dies at startup with a
+    # traceback from inside langgraph-api instead of the store's named error (CheckpointUnavailableError).
+    try:
+        with open_checkpointer(target):
+            pass
+    except CheckpointUnavailableError as exc:
+        reason = str(exc).split("; this turn did not finish")[0]
+        raise ServeError(f"{reason}; start it (or fix --checkpoint / {ENV_URL}) and run flowdesk serve again") from None
     env = {**os.environ, ENV_URL: target, "LANGGRAPH_NO_VERSION_CHECK": "true", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
     child = subprocess.Popen([sys.executable, "-m", "graph.serve", "--child", host, str(port), str(config_path)],
                              env=env, start_new_session=True, preexec_fn=_die_with_parent)

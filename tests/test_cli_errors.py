@@ -57,10 +57,14 @@ def test_chat_console_script_prints_no_traceback(tmp_path):
     ({}, ["chat", "--checkpoint", "mysql://root:hunter22@db/x"], "use a file path or a postgres:// URL"),
     ({}, ["serve", "--config", "{missing}"], "cannot read"),
     ({}, ["serve", "--config", "{bad_json}"], ":2: not valid JSON"),
+    # the store is checked before the server starts: its named error, not langgraph-api's startup traceback
+    ({}, ["serve", "--port", "2059", "--checkpoint", "postgres://flowdesk:hunter22@127.0.0.1:1/x"],
+     "not answering (OperationalError"),
+    ({}, ["serve", "--port", "2059", "--checkpoint", "{tmp}"], "is a directory; give a .sqlite file path"),
 ])
 def test_commands_print_named_errors_and_exit_2(env, argv, expected, monkeypatch, capsys, tmp_path):
     (tmp_path / "bad.json").write_text('{"graphs":\n  {oops}\n}')
-    argv = [a.format(missing=tmp_path / "nope.json", bad_json=tmp_path / "bad.json") for a in argv]
+    argv = [a.format(missing=tmp_path / "nope.json", bad_json=tmp_path / "bad.json", tmp=tmp_path) for a in argv]
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     code, text = run_main(argv, capsys)
