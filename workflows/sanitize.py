@@ -15,10 +15,12 @@ Owns two things every layer needs and none should re-implement:
 
 ``${env:NAME}`` references (``ENV_REF``) are how a workflow file names a secret without holding it;
 ``resolve_env_refs`` replaces them at call time and registers the values for redaction.
+``RedactingFilter`` applies ``redact`` to the log records of the HTTP clients that see resolved URLs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -149,3 +151,30 @@ def redact_data(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(redact_data(v) for v in obj)
     return obj
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a log record's text before any handler sees it.
+
+    HTTP clients log every request's full URL (httpx at INFO: ``HTTP Request: POST https://...?api_key=...``),
+    after the binding resolved its ``${env:...}`` references — a log handler anywhere (a server's, a
+    test's, an operator's) would otherwise write the key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is the logging module's to report
+            return True
+        clean = redact(text)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+# The loggers that see resolved URLs and headers: the HTTP clients of http bindings and LLM providers.
+# A filter on a logger applies only to records created on that logger, so each is named.
+REDACTED_LOGGERS = ("httpx", "httpcore", "openai", "openai._base_client")
+_FILTER = RedactingFilter()
+for _name in REDACTED_LOGGERS:
+    if _FILTER not in logging.getLogger(_name).filters:
+        logging.getLogger(_name).addFilter(_FILTER)
