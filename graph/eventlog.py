@@ -81,7 +81,9 @@ def events_of(node: str, state: dict, update: dict, api_irreversible: Callable[[
     if node == "post_controller":
         for v in update.get("violations") or []:
             out.append({**base, "kind": "verdict", "name": (v.get("proposal") or {}).get("name") or "",
-                        "data": {"controller": v.get("controller"), "reason": v.get("reason"), "ok": False}})
+                        "data": {"controller": v.get("controller"), "reason": v.get("reason"), "ok": False,
+                                 "proposal_kind": (v.get("proposal") or {}).get("kind"),
+                                 "args": (v.get("proposal") or {}).get("args") or {}}})
         action = update.get("action")
         if action and update.get("violations"):
             out.append({**base, "kind": "verdict", "name": action.get("name") or "",
