@@ -14,7 +14,8 @@ Offline and deterministic (process mining over the logged action sequences), in 
    ``support`` (successful runs of the action where it held before), ``confidence`` (their share of the
    action's successful runs) and ``error_share`` (share of the action's *failed* calls where it was
    missing: the absence that precedes errors).  Argument provenance: an argument whose value equals a
-   field of an earlier result came from that action (``provides``).
+   field of an earlier result came from that action (``provides``; a value the log redacted, e.g. a token,
+   matches only the same-named field).
 
 **Verification** (the paper leaves it open): a prerequisite is kept when ``support >= min_support`` and
 either ``confidence >= min_confidence`` or, with errors to contrast, ``error_share >= min_confidence``
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from workflows.pdl import BUILTIN_ANSWERS
+from workflows.sanitize import REDACTED
 
 from .events import Event
 from .experience_store import Block, Prerequisite, Step
@@ -138,7 +140,8 @@ def score_prerequisites(trajs: list[Trajectory], workflow: str, action: str) -> 
                 candidates |= here
                 for arg, value in s["args"].items():
                     for src, res in results.items():
-                        if src != action and any(_same(value, v) for v in res.values() if not isinstance(v, (list, dict))):
+                        if src != action and any(_same(value, v) and (value != REDACTED or k == arg)
+                                                 for k, v in res.items() if not isinstance(v, (list, dict))):
                             provides[src][arg] += 1
             elif not s["ok"]:
                 failed_calls += 1
