@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,17 +23,17 @@ from graph.resources import get_resources
 from memory.events import Event, EventLogError, open_event_log, read_events
 from memory.experience_store import Block, ExperienceStore, Prerequisite, library_key
 from memory.induce import induce, induce_llm, trajectories
+from tests.conftest import copy_store
 from workflows.library import bundled_library_path, load_library
 
 ROOT = Path(__file__).resolve().parents[1]
-BALANCE = [("I'd like to check my account balance", None),
-           ("customer number {cid}, PIN {pin}, the checking account", None)]
+BALANCE = ["I'd like to check my account balance", "customer number {cid}, PIN {pin}, the checking account"]
 CUSTOMERS = [("C-1001", "4821"), ("C-1002", "1357"), ("C-1003", "2468")]
 
 
-def _converse(graph, ctx, thread: str, cid: str, pin: str) -> list[str]:
+def _converse(graph, ctx, thread: str, cid: str, pin: str, extra: tuple[str, ...] = ()) -> list[str]:
     replies = []
-    for text, _ in BALANCE:
+    for text in [*BALANCE, *extra]:
         replies += run_turn(graph, thread, text.format(cid=cid, pin=pin), context=ctx,
                             on_interrupt=lambda p: "yes").replies
     return replies
@@ -44,16 +45,24 @@ def under(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory, under) -> Path:
+def under_store(tmp_path_factory, agent_context) -> str:
+    """A copy of the session's store (its embedding cache makes the under-specified library's index quick)."""
+    return copy_store(agent_context, tmp_path_factory.mktemp("under-store") / "store")
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory, under, agent_context, under_store) -> Path:
     """Real logs: check_balance sessions on the complete desk and on the under-specified one."""
     d = tmp_path_factory.mktemp("logs")
-    for name, lib in (("complete", bundled_library_path()), ("under", under)):
-        ctx = Context(library=str(lib), db_path=str(d / f"{name}.sqlite"), store_dir=str(d / f"store-{name}"),
-                      experience=False)
+    setups = {"complete": replace(agent_context, experience=False),
+              "under": Context(library=str(under), db_path=str(d / "under.sqlite"), store_dir=under_store,
+                               experience=False)}
+    for name, ctx in setups.items():
         with open_checkpointer(d / f"cp-{name}.sqlite") as cp:
             graph = build_agent(ctx, checkpointer=cp)
             for i, (cid, pin) in enumerate(CUSTOMERS):
-                _converse(graph, ctx, f"{name}-{i}", cid, pin)
+                # asked for a token it cannot have, the user of the under-specified desk says so
+                _converse(graph, ctx, f"{name}-{i}", cid, pin, ("I don't know",) if name == "under" else ())
     return d
 
 
@@ -81,8 +90,9 @@ def test_export_and_bad_jsonl(logs, tmp_path):
         read_events(bad)
 
 
-def test_event_log_from_chat(tmp_path):
-    env = {**os.environ, "FLOWDESK_DB_PATH": str(tmp_path / "demo.sqlite"), "FLOWDESK_STORE_DIR": str(tmp_path / "store")}
+def test_event_log_from_chat(tmp_path, agent_context):
+    env = {**os.environ, "FLOWDESK_DB_PATH": str(tmp_path / "demo.sqlite"),
+           "FLOWDESK_STORE_DIR": copy_store(agent_context, tmp_path / "store")}
     cp = tmp_path / "cp.sqlite"
     subprocess.run([sys.executable, "-m", "graph.cli", "chat", "--thread", "c1", "--checkpoint", str(cp)],
                    input="where is my order ORD-7001, email amelia.hart@example.com\n", text=True, cwd=ROOT,
@@ -157,8 +167,8 @@ def test_store_persists_across_processes(tmp_path):
     assert "k1:check_balance:action:get_balance" in done.stdout
 
 
-def test_online_node_repairs_the_underspecified_desk(tmp_path, under):
-    ctx = Context(library=str(under), db_path=str(tmp_path / "demo.sqlite"), store_dir=str(tmp_path / "store"))
+def test_online_node_repairs_the_underspecified_desk(tmp_path, under, under_store):
+    ctx = Context(library=str(under), db_path=str(tmp_path / "demo.sqlite"), store_dir=under_store)
     res = get_resources(ctx)
     res.experience.upsert([_block(res.library_key)])
     with open_checkpointer(tmp_path / "cp.sqlite") as cp:
@@ -170,10 +180,9 @@ def test_online_node_repairs_the_underspecified_desk(tmp_path, under):
     calls = [c["api"] for c in state["stack"][-1]["calls"] if c["status"] == "ok"]
     assert calls[:2] == ["verify_identity", "get_balance"], replies
     # without experience the same desk asks the user for the token it cannot have
-    off = Context(library=str(under), db_path=str(tmp_path / "demo2.sqlite"), store_dir=str(tmp_path / "store"),
-                  experience=False)
+    off = replace(ctx, experience=False)
     with open_checkpointer(tmp_path / "cp2.sqlite") as cp:
-        replies = _converse(build_agent(off, checkpointer=cp), off, "t", "C-1001", "4821")
+        replies = _converse(build_agent(off, checkpointer=cp), off, "t2", "C-1001", "4821")
     assert "auth token" in replies[-1].lower()
 
 
