@@ -133,8 +133,8 @@ def run_experience(out: str | Path, *, seeds: int = 2, categories=None, every: i
                    seed: int = 0, work_dir: str | Path | None = None, progress=None) -> dict[str, Any]:
     from graph.context import Context
     from graph.resources import get_resources
-    from memory.events import read_events
-    from memory.induce import induce
+    from memory.events import iter_events
+    from memory.induce import KINDS, induce
     from workflows.demo.db import ensure_db
     from workflows.library import bundled_library_path, load_library
 
@@ -173,7 +173,7 @@ def run_experience(out: str | Path, *, seeds: int = 2, categories=None, every: i
     res = get_resources(under_ctx)
     tracemalloc.start()
     t0 = time.perf_counter()
-    events = [e for name in runs for e in read_events(work / f"events-{name}.sqlite")]
+    events = [e for name in runs for e in iter_events(work / f"events-{name}.sqlite", KINDS)]
     blocks, stats = induce(events, res.library_key)
     seconds = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]

@@ -43,13 +43,13 @@ def default_log() -> str:
 
 
 def induce_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]:
-    from memory.events import read_events
-    from memory.induce import induce, induce_llm
+    from memory.events import iter_events
+    from memory.induce import KINDS, induce, induce_llm
 
     from .resources import get_resources, model_for
 
     ctx = runtime.context or Context()
-    events = read_events(state.get("logs") or default_log())
+    events = list(iter_events(state.get("logs") or default_log(), KINDS))
     key = get_resources(ctx).library_key
     kw = {"min_support": int(state.get("min_support") or MIN_SUPPORT),
           "min_confidence": float(state.get("min_confidence") or MIN_CONFIDENCE)}

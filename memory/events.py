@@ -26,6 +26,7 @@ history is here.  API::
     log.events(thread=None, since=None) -> list[Event]
     log.export_jsonl(path, thread=None, since=None) -> int
     read_events(path_or_location) -> list[Event]      # a JSONL export or a log location
+    iter_events(path_or_location, kinds=None)         # the same as a stream, optionally only some kinds
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import sqlite3
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -110,9 +111,13 @@ class EventLog:
                           f"VALUES ({', '.join([p] * 9)})", many=rows)
         return len(rows)
 
-    def events(self, thread: str | None = None, since: str | None = None) -> list[Event]:
-        """Events in append order; ``since``: an ISO date/time (events at or after it)."""
+    def events(self, thread: str | None = None, since: str | None = None,
+               kinds: Iterable[str] | None = None) -> list[Event]:
+        """Events in append order; ``since``: an ISO date/time (events at or after it); ``kinds``: only those."""
         where, params = [], []
+        if kinds:
+            where.append(f"kind IN ({', '.join([self._param] * len(set(kinds)))})")
+            params += sorted(set(kinds))
         if thread:
             where.append(f"thread = {self._param}")
             params.append(thread)
@@ -249,28 +254,35 @@ def close_shared_event_logs() -> None:
 def read_events(source: str | Path) -> list[Event]:
     """Events from a JSONL export (``*.jsonl``) or a log location (SQLite file, postgres URL).
     A bad line raises ``EventLogError`` naming the file, line and field."""
-    src = str(source)
+    return list(iter_events(source))
+
+
+def iter_events(source: str | Path, kinds: Iterable[str] | None = None) -> Iterator[Event]:
+    """``read_events`` as a stream, optionally only some kinds (induction reads a log of any size in
+    bounded memory)."""
+    src, wanted = str(source), set(kinds) if kinds else None
     if src.endswith((".jsonl", ".json")):
         path = Path(src)
         if not path.is_file():
             raise EventLogError(f"{src}: no such file")
-        out = []
         with open(path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
                 try:
-                    out.append(Event.model_validate_json(line))
+                    event = Event.model_validate_json(line)
                 except ValidationError as exc:
                     err = exc.errors()[0]
                     where = ".".join(str(p) for p in err.get("loc", ())) or "line"
                     raise EventLogError(f"{src}:{n}: {where}: {err.get('msg')}") from None
-        return out
+                if wanted is None or event.kind in wanted:
+                    yield event
+        return
     if not src.startswith(("postgres://", "postgresql://", MEMORY_PREFIX)) and not Path(src).is_file():
         raise EventLogError(f"{src}: no such event log (give an events.sqlite, a postgres:// URL or a .jsonl export)")
     log = shared_event_log(src) if src.startswith(MEMORY_PREFIX) else open_event_log(src)
     try:
-        return log.events()
+        yield from log.events(kinds=wanted)
     finally:
         if not src.startswith(MEMORY_PREFIX):
             log.close()

@@ -46,6 +46,7 @@ from .experience_store import Block, Prerequisite, Step
 MIN_SUPPORT = 3
 MIN_CONFIDENCE = 0.9
 TOOL_KINDS = ("tool_result", "tool_error")
+KINDS = ("tool_result", "tool_error", "verdict", "interrupt_answer", "reply", "outcome")  # the events induction reads
 
 
 @dataclass

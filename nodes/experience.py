@@ -67,8 +67,10 @@ def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         pdl = declared(wf, b.action)
         for p in b.prerequisites:
             if p.kind == "action" and p.requires not in pdl and wf.api(p.requires) is not None:
+                # what its result gives: the arguments traced to it, and its other results no slot holds
+                gives = set(p.provides) | {r for r in wf.api(p.requires).returns if wf.slot(r) is None}
                 prerequisites.append({"workflow": wf.name, "action": b.action, "requires": p.requires, "kind": p.kind,
-                                      "provides": list(p.provides), "support": p.support,
+                                      "provides": sorted(gives), "support": p.support,
                                       "confidence": p.confidence, "block": b.id})
     # progress alignment: what succeeded so far, the next step, its prerequisites' status
     done = [c["api"] for c in successful_calls(frame)]

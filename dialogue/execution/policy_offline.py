@@ -169,7 +169,7 @@ def last_reply(messages: list[BaseMessage]) -> str:
 def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming: NextAction,
                        prerequisites: tuple | list, rejected: list[dict]) -> dict | None:
     """Verified experience (``dialogue.experience``): when the next step is an API whose learned
-    prerequisite has not run, or a question for a value such a prerequisite's result provides, the
+    prerequisite has not run, or a question (or a condition) on a value such a prerequisite's result gives, the
     prerequisite API comes first (or the question for its own missing arguments); else None."""
     if not prerequisites:
         return None
@@ -178,6 +178,8 @@ def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming:
         first = pending[0] if pending else None
     elif upcoming.kind in ("ask", "answer") and upcoming.slots:
         first = provider_of(prerequisites, frame, upcoming.slots)
+    elif upcoming.kind == "ask_cond":  # a condition on a value the prerequisite's result holds
+        first = provider_of(prerequisites, frame, re.findall(r"[A-Za-z_]\w*", upcoming.condition))
     else:
         first = None
     if first is None or wf.api(first["requires"]) is None:
