@@ -18,7 +18,9 @@ Protocol (goals from ``evals.session_goals``; the simulated user and scoring of 
    1,000 sessions.
 4. The test goals are played on the under-specified library without and with experience, and on the
    complete library; each variant logs into its own event log, from which tool errors per session are
-   counted.
+   counted: calls a tool failed plus tool calls a controller stopped because they could not run
+   (``CANNOT_RUN``: a missing argument such as a token never obtained, an unmet precondition) — on the
+   under-specified desk most such calls never reach the tool, the argument-schema check stops them.
 
 Writes ``report.md``, ``metrics.json`` (``summary``: ``prereq_precision``, ``prereq_recall``,
 ``success_without``, ``success_with``, ``success_complete``, ``pass_k_with``,
@@ -104,14 +106,22 @@ def split_goals(goals: list, share: float, seed: int) -> tuple[list, list]:
     return train, test
 
 
-def tool_errors(log_path: Path) -> dict[str, float]:
-    """Failed tool calls and tool calls the controllers rejected, from a variant's event log."""
-    from memory.events import read_events
+# controllers that reject a tool call because it cannot run (a missing argument, an unmet precondition, no such
+# node, a branch not taken) — not the guards against loops or long sessions (api_repetition, user_declined, ...)
+CANNOT_RUN = ("argument_schema", "node_dependency", "experience_prerequisite", "unknown_node", "procedure_branch")
 
-    events = read_events(log_path) if log_path.exists() else []
-    failed = sum(1 for e in events if e.kind == "tool_error")
-    rejected = sum(1 for e in events if e.kind == "verdict" and e.data.get("proposal_kind") == "tool"
-                   and not e.data.get("ok"))
+
+def tool_errors(log_path: Path) -> dict[str, float]:
+    """Tool errors from a variant's event log: calls the tool failed, and tool calls the controllers stopped
+    because they could not run (``CANNOT_RUN``)."""
+    from memory.events import iter_events
+
+    failed = rejected = 0
+    for e in iter_events(log_path, ("tool_error", "verdict")) if log_path.exists() else ():
+        if e.kind == "tool_error":
+            failed += 1
+        elif e.data.get("proposal_kind") == "tool" and e.data.get("controller") in CANNOT_RUN:
+            rejected += 1
     return {"failed": failed, "rejected": rejected, "total": failed + rejected}
 
 
@@ -228,7 +238,7 @@ Command: `flowdesk eval experience --out {out}` (seeds {metrics['setup']['seeds'
 train share {metrics['setup']['train_share']}).  The demo desk without API preconditions and without the steps
 whose result feeds another API's argument; train goals played on the complete and the under-specified library
 (experience off) give the logs; induction from those only; test goals played three ways.  Tool errors = calls the
-tools failed + tool calls the controllers rejected before they reached a tool.
+tools failed + tool calls a controller stopped because they could not run (missing argument, unmet precondition).
 
 ## Induced prerequisites vs the removed ones
 

@@ -217,10 +217,8 @@ def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messag
         again = rerun_last_api(wf, interp, frame, called_since_user(messages))
         if again is not None and not any(same(again, r) for r in rejected):
             return again
-    first = prerequisite_first(wf, interp, frame, upcoming, prerequisites, rejected)
-    if first is not None:
-        return first
-    proposal = next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
+    proposal = prerequisite_first(wf, interp, frame, upcoming, prerequisites, rejected) \
+        or next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
     recheck = recheck_failed(wf, frame, proposal)
     if recheck is not None and not any(same(recheck, r) for r in rejected):
         return recheck
