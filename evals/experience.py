@@ -252,9 +252,11 @@ Missed: {', '.join(p['missed']) or 'none'}.
 |---|---|---|---|---|---|---|---|
 {rows}
 
-Tool errors per session with experience: {cut:+.0%} change against without
-({s['errors_per_session_without']:.3f} → {s['errors_per_session_with']:.3f}); success with experience is
-{s['success_complete'] - s['success_with']:+.3f} below the complete library.
+Tool errors per session: {s['errors_per_session_without']:.3f} without experience → {s['errors_per_session_with']:.3f}
+with it ({-cut:+.0%}); success with experience {s['success_with']:.3f} vs {s['success_complete']:.3f} on the complete
+library (gap {s['success_complete'] - s['success_with']:+.3f}).  On this desk every tool call that precedes another in
+the clean runs is a true dependency (the procedures are straight lines per branch), so precision is tested only
+against orderings the logs happen to show; a library with independent steps would test it harder.
 
 ### Success per workflow (weak ones first to look at)
 
