@@ -15,6 +15,19 @@ from .frames import Frame, successful_calls
 Prerequisite = dict[str, Any]
 
 
+def declared(wf, action: str) -> set[str]:
+    """Every node the PDL says ``action`` needs first (its precondition closure)."""
+    nodes = {n.name: n for n in [*wf.apis, *wf.answers]}
+    seen: set[str] = set()
+    todo = list(getattr(nodes.get(action), "precondition", []) or [])
+    while todo:
+        d = todo.pop()
+        if d not in seen:
+            seen.add(d)
+            todo += list(getattr(nodes.get(d), "precondition", []) or [])
+    return seen
+
+
 def _mine(p: Prerequisite, frame: Frame | dict | None) -> bool:
     """Learned for the frame's workflow (a state written for another frame does not apply)."""
     return p.get("kind") == "action" and p.get("workflow", "") in ("", (frame or {}).get("workflow"))

@@ -75,19 +75,9 @@ def underspecify(src: Path, dst: Path) -> Path:
 
 def closure(library) -> set[tuple[str, str, str]]:
     """(workflow, API, node) for every node an API of the library needs first, transitively."""
-    out = set()
-    for wf in library.workflows.values():
-        nodes = {n.name: n for n in [*wf.apis, *wf.answers]}
-        for api in wf.apis:
-            seen, todo = set(), list(api.precondition)
-            while todo:
-                d = todo.pop()
-                if d in seen:
-                    continue
-                seen.add(d)
-                todo += list(getattr(nodes.get(d), "precondition", []) or [])
-            out |= {(wf.name, api.name, d) for d in seen}
-    return out
+    from dialogue.experience import declared
+
+    return {(wf.name, api.name, d) for wf in library.workflows.values() for api in wf.apis for d in declared(wf, api.name)}
 
 
 def split_goals(goals: list, share: float, seed: int) -> tuple[list, list]:

@@ -22,26 +22,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from dialogue.experience import unmet
+from dialogue.experience import declared, unmet
 from dialogue.frames import successful_calls, top
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State
 
 MAX_BLOCKS = 8  # blocks retrieved per step (a workflow has one workflow block, a contrast block, action blocks)
-
-
-def declared(wf, action: str) -> set[str]:
-    """Every node the PDL says ``action`` needs first (its precondition closure)."""
-    nodes = {n.name: n for n in [*wf.apis, *wf.answers]}
-    seen: set[str] = set()
-    todo = list(getattr(nodes.get(action), "precondition", []) or [])
-    while todo:
-        d = todo.pop()
-        if d not in seen:
-            seen.add(d)
-            todo += list(getattr(nodes.get(d), "precondition", []) or [])
-    return seen
 
 
 def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

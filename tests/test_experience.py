@@ -127,6 +127,19 @@ def test_induction_on_real_logs(logs, under):
     assert len(closure(load_library(bundled_library_path())) - closure(load_library(under))) == scores["removed"]
 
 
+def test_induce_graph_stores_verified_blocks(logs, under, under_store):
+    from graph.induce import graph as induce_graph
+
+    ctx = Context(library=str(under), db_path=str(logs / "under.sqlite"), store_dir=under_store)
+    out = induce_graph.invoke({"logs": str(logs / "events.sqlite")}, context=ctx)
+    assert out["stats"]["kept"] >= 1 and out["stored"]["added"] + out["stored"]["updated"] + \
+        out["stored"]["unchanged"] == len(out["blocks"])
+    again = induce_graph.invoke({"logs": str(logs / "events.sqlite")}, context=ctx)
+    assert again["stored"]["unchanged"] == len(out["blocks"])  # incremental: nothing duplicated or rewritten
+    key = get_resources(ctx).library_key
+    assert any(b.action == "get_balance" for b in get_resources(ctx).experience.blocks(key, "check_balance"))
+
+
 def test_llm_induction_is_verified_on_the_traces(logs):
     events = read_events(logs / "events.sqlite")
     revised = {"workflows": [{"name": "check_balance", "planned_steps": ["verify_identity", "get_balance"]}],
