@@ -226,3 +226,25 @@ def test_event_model_is_documented_and_bounded():
     log = open_event_log("memory:test-redact")
     log.append([e])
     assert log.events()[0].data["auth_token"] != "tok-4821"  # secrets are redacted before they reach the log
+
+
+@pytest.mark.server
+def test_event_log_on_postgres(tmp_path):
+    """With the checkpoints in PostgreSQL the event log is a table in the same database."""
+    from pgcluster import PgCluster
+
+    from memory.events import events_location
+    from memory.ledger import ledger_location
+
+    pg = PgCluster.create()
+    try:
+        location = events_location(ledger_location(pg.url))
+        assert location == pg.url
+        with open_event_log(location) as log:
+            log.append([Event(thread="p1", kind="user", data={"text": "hi"}),
+                        Event(thread="p1", kind="tool_error", name="x", data={"error": "bad"})])
+        assert [e.kind for e in read_events(location)] == ["user", "tool_error"]
+        with open_event_log(location) as log:
+            assert log.export_jsonl(tmp_path / "p.jsonl", thread="p1") == 2
+    finally:
+        pg.close()
