@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 
 from memory.induce import MIN_CONFIDENCE, MIN_SUPPORT
 
-from .context import Context
+from graph.context import ClientContext, Context
 
 
 class InduceState(TypedDict, total=False):
@@ -46,7 +46,7 @@ def induce_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]
     from memory.events import iter_events
     from memory.induce import KINDS, induce, induce_llm
 
-    from .resources import get_resources, model_for
+    from graph.resources import get_resources, model_for
 
     ctx = runtime.context or Context()
     events = list(iter_events(state.get("logs") or default_log(), KINDS))
@@ -62,7 +62,7 @@ def induce_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]
 def store_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]:
     from memory.experience_store import Block
 
-    from .resources import get_resources
+    from graph.resources import get_resources
 
     store = get_resources(runtime.context or Context()).experience
     if store is None:
@@ -70,8 +70,8 @@ def store_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"stored": store.upsert(Block.model_validate(b) for b in state.get("blocks") or [])}
 
 
-def build_induce():
-    g = StateGraph(InduceState, context_schema=Context)
+def build_induce(context_schema=Context):
+    g = StateGraph(InduceState, context_schema=context_schema)
     g.add_node("induce", induce_node)
     g.add_node("store", store_node)
     g.add_edge(START, "induce")
@@ -80,7 +80,9 @@ def build_induce():
     return g.compile(name="induce")
 
 
-graph = build_induce()
+# the exported graph (langgraph.json; the server imports this file by path): a client's context follows the
+# client rules of graph.context (server-side settings such as library and store_dir refused unless allowed)
+graph = build_induce(ClientContext)
 
 
 # --- CLI ----------------------------------------------------------------------------------------------
@@ -98,7 +100,7 @@ def induce_command(logs: str = typer.Option(..., "--logs", help="A JSONL export,
     """Induce verified WISE-Flow experience from logged sessions into the experience store."""
     from rich.console import Console
 
-    out = graph.invoke({"logs": logs, "min_support": min_support, "min_confidence": min_confidence},
+    out = build_induce().invoke({"logs": logs, "min_support": min_support, "min_confidence": min_confidence},
                        context=_context(library, store_dir))
     st = out["stats"]
     Console().print(f"{st['events']} events, {st['trajectories']} trajectories {st['partition']}: "
@@ -138,7 +140,7 @@ _STORE = typer.Option(None, "--store-dir", help="Chroma store (default .flowdesk
 
 
 def _store(library: str | None, store_dir: str | None):
-    from .resources import get_resources
+    from graph.resources import get_resources
 
     res = get_resources(_context(library, store_dir))
     if res.experience is None:
@@ -179,7 +181,7 @@ def experience_prune(library: Optional[str] = _LIB, store_dir: Optional[str] = _
                      min_confidence: float = typer.Option(MIN_CONFIDENCE, "--min-confidence", min=0.0, max=1.0),
                      everything: bool = typer.Option(False, "--all", help="Delete every block of the library.")) -> None:
     """Delete the library's blocks below the thresholds, or of workflows the library no longer has."""
-    from .resources import get_resources
+    from graph.resources import get_resources
 
     store, key = _store(library, store_dir)
     workflows = get_resources(_context(library, store_dir)).library.workflows

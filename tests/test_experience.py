@@ -128,7 +128,10 @@ def test_induction_on_real_logs(logs, under):
 
 
 def test_induce_graph_stores_verified_blocks(logs, under, under_store):
-    from graph.induce import graph as induce_graph
+    from graph.induce import build_induce, graph
+
+    assert graph.name == "induce"  # the exported graph (langgraph.json)
+    induce_graph = build_induce()
 
     ctx = Context(library=str(under), db_path=str(logs / "under.sqlite"), store_dir=under_store)
     out = induce_graph.invoke({"logs": str(logs / "events.sqlite")}, context=ctx)
