@@ -11,7 +11,6 @@ Commands: ``flowdesk induce --logs FILE_OR_DB [--library DIR]``, ``flowdesk logs
 ``flowdesk experience list|show|prune``.
 """
 
-from __future__ import annotations
 
 import json
 from pathlib import Path
