@@ -11,7 +11,6 @@ Commands: ``flowdesk induce --logs FILE_OR_DB [--library DIR]``, ``flowdesk logs
 ``flowdesk experience list|show|prune``.
 """
 
-
 import json
 from pathlib import Path
 from typing import Any, Optional, TypedDict
@@ -48,13 +47,13 @@ def induce_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]
     from graph.resources import get_resources, model_for
 
     ctx = runtime.context or Context()
-    events = list(iter_events(state.get("logs") or default_log(), KINDS))
+    source = state.get("logs") or default_log()
     key = get_resources(ctx).library_key
     kw = {"min_support": int(state.get("min_support") or MIN_SUPPORT),
           "min_confidence": float(state.get("min_confidence") or MIN_CONFIDENCE)}
     model = model_for(ctx, "inducer")
-    blocks, stats = induce_llm(events, key, model, **kw) if model is not None else induce(events, key, **kw)
-    stats["events"] = len(events)
+    events = iter_events(source, KINDS)  # a stream: a log of any size in bounded memory
+    blocks, stats = induce_llm(list(events), key, model, **kw) if model is not None else induce(events, key, **kw)
     return {"blocks": [b.model_dump() for b in blocks], "stats": stats}
 
 

@@ -125,8 +125,25 @@ class EventLog:
             where.append(f"ts >= {self._param}")
             params.append(since)
         sql = f"SELECT {self._cols} FROM {TABLE}" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
-        return [Event(seq=r[0], thread=r[1], session=r[2], ts=r[3], kind=r[4], turn=r[5], workflow=r[6], frame=r[7],
-                      name=r[8], data=json.loads(r[9])) for r in self._execute(sql, tuple(params))]
+        return [self._event(r) for r in self._execute(sql, tuple(params))]
+
+    def stream(self, kinds: Iterable[str] | None = None, page: int = 2000) -> Iterator[Event]:
+        """All events (optionally only ``kinds``) in append order, read ``page`` rows at a time."""
+        after, wanted = 0, sorted(set(kinds)) if kinds else []
+        cond = f" AND kind IN ({', '.join([self._param] * len(wanted))})" if wanted else ""
+        while True:
+            rows = self._execute(f"SELECT {self._cols} FROM {TABLE} WHERE seq > {self._param}{cond} ORDER BY seq "
+                                 f"LIMIT {int(page)}", (after, *wanted))
+            for r in rows:
+                yield self._event(r)
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+
+    @staticmethod
+    def _event(r: tuple) -> Event:
+        return Event(seq=r[0], thread=r[1], session=r[2], ts=r[3], kind=r[4], turn=r[5], workflow=r[6], frame=r[7],
+                     name=r[8], data=json.loads(r[9]))
 
     def export_jsonl(self, path: str | Path, thread: str | None = None, since: str | None = None) -> int:
         events = self.events(thread, since)
@@ -282,7 +299,7 @@ def iter_events(source: str | Path, kinds: Iterable[str] | None = None) -> Itera
         raise EventLogError(f"{src}: no such event log (give an events.sqlite, a postgres:// URL or a .jsonl export)")
     log = shared_event_log(src) if src.startswith(MEMORY_PREFIX) else open_event_log(src)
     try:
-        yield from log.events(kinds=wanted)
+        yield from log.stream(wanted)
     finally:
         if not src.startswith(MEMORY_PREFIX):
             log.close()

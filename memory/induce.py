@@ -75,10 +75,11 @@ class Trajectory:
 
 
 def trajectories(events: Iterable[Event]) -> list[Trajectory]:
-    """Group events into workflow instances (thread, frame), in log order."""
+    """Group events into workflow instances (thread, frame).  ``events`` is consumed once, in log order
+    (a stream: only the trajectories' steps stay in memory)."""
     by: dict[tuple[str, str], Trajectory] = {}
     confirmed: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for e in sorted(events, key=lambda e: e.seq):
+    for e in events:
         if not e.frame or not e.workflow:
             continue
         key = (e.thread, e.frame)
@@ -179,13 +180,21 @@ def _path(t: Trajectory) -> tuple[str, ...]:
 
 def induce(events: Iterable[Event], library: str, *, min_support: int = MIN_SUPPORT,
            min_confidence: float = MIN_CONFIDENCE) -> tuple[list[Block], dict[str, Any]]:
-    """Verified blocks from ``events`` (``library``: the library key) and the induction's statistics."""
-    trajs = trajectories(events)
+    """Verified blocks from ``events`` (in log order, e.g. ``memory.events.iter_events``; ``library``: the
+    library key) and the induction's statistics."""
+    seen = [0]
+
+    def counted(stream: Iterable[Event]):
+        for e in stream:
+            seen[0] += 1
+            yield e
+
+    trajs = trajectories(counted(events))
     by_wf: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:
         by_wf[t.workflow].append(t)
     blocks: list[Block] = []
-    stats: dict[str, Any] = {"trajectories": len(trajs), "partition": dict(Counter(t.label for t in trajs)),
+    stats: dict[str, Any] = {"events": seen[0], "trajectories": len(trajs), "partition": dict(Counter(t.label for t in trajs)),
                              "candidates": 0, "kept": 0, "workflows": len(by_wf)}
     for wf in sorted(by_wf):
         runs = by_wf[wf]
