@@ -179,6 +179,9 @@ class SqliteEventLog(EventLog):
         try:
             self._conn = sqlite3.connect(target, timeout=30, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL: a committed append survives a crash of the process (WAL), an OS crash may lose the last
+            # few — the log records, it decides nothing (the ledger, which does, syncs fully)
+            self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(self._schema)
             self._conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, seq)")
         except sqlite3.Error as exc:
