@@ -18,6 +18,8 @@ from .extraction import extraction_command  # noqa: E402
 app.command("extraction")(extraction_command)
 from .sessions import sessions_command  # noqa: E402
 app.command("sessions")(sessions_command)
+from .experience import experience_command  # noqa: E402
+app.command("experience")(experience_command)
 
 # ``flowdesk train ...``: fitting what the agent loads (on training splits only); each writes a model file.
 train_app = typer.Typer(help="Fit the agent's learned parts on training splits; each writes a model file.",

@@ -35,6 +35,7 @@ from workflows.sanitize import normalize_text
 from workflows.text import message_text
 
 from .checkpoint import ledger_for
+from .eventlog import logged
 from .context import ROLES, Context, ContextError
 from .models import ModelConfigError, role_model
 from .state import InputState, OutputState, State, decision, turn_commands
@@ -97,9 +98,12 @@ def normalise_input(state: dict) -> tuple[dict, HumanMessage | None]:
     return {**state, "messages": [*messages[:-1], replaced]}, replaced
 
 
-def _with_context(fn: Callable, default: Context | None, *, first: bool = False, ledger: str = "") -> Callable:
+def _with_context(fn: Callable, default: Context | None, *, first: bool = False, ledger: str = "",
+                  events: str = "") -> Callable:
     """Give ``fn`` a Runtime whose context is always a ``Context``; the first node also validates.
-    ``ledger``: the agent's ledger location, for runs whose context names none (see build_agent)."""
+    ``ledger``: the agent's ledger location, for runs whose context names none (see build_agent);
+    ``events``: the event log beside the checkpoints (``graph.eventlog``: the node's events are logged)."""
+    fn = logged(fn.__name__, fn, events)
 
     @functools.wraps(fn)
     def node(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -156,9 +160,12 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None, *
 
     if context is not None:
         check_context(context)
+    from memory.events import events_location
+
     ledger = ledger_location(None) if served and checkpointer is None else ledger_for(checkpointer)
-    wrap = functools.partial(_with_context, default=context)
-    with_ledger = functools.partial(_with_context, default=context, ledger=ledger)  # the nodes that use it
+    events = events_location(ledger)
+    wrap = functools.partial(_with_context, default=context, events=events)
+    with_ledger = functools.partial(_with_context, default=context, ledger=ledger, events=events)  # the nodes that use it
 
     g = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     g.add_node("recover", with_ledger(recover, first=True))

@@ -155,7 +155,13 @@ class Context:
                                                         "min_exclusive": True, "max": 3600.0})
     confirm_irreversible: bool = field(default=True, metadata={
         "description": "Ask the user (LangGraph interrupt) before an irreversible tool runs."})
-    experience: bool = field(default=False, metadata={"description": "Inject WISE-Flow experience guidance when a store exists."})
+    # On by default: the node is a no-op until `flowdesk induce` stored verified blocks for this library
+    # version, and a block only adds a prerequisite the PDL lacks (reports/experience).
+    experience: bool = field(default=True, metadata={
+        "description": "Inject WISE-Flow experience (verified blocks from `flowdesk induce`) when the store holds some."})
+    event_log: str = field(default="", metadata={
+        "description": "Session event log: a SQLite file, a postgres:// URL, memory:<name> or 'off'; empty = beside "
+                       "the agent's checkpoints (events.sqlite, or the same PostgreSQL database).", "kind": "ledger"})
     disabled_checks: str = field(default="", metadata={
         "description": "Post-decision checks switched off, comma-separated names (evaluations' ablations; 'all' = every check)."})
 
@@ -185,7 +191,7 @@ class Context:
 
 
 # Fields an operator owns: a client of the served graph cannot change them (see client_context).
-SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "executor_policy", "chroma_url", "base_url", "api_key_env",
+SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "event_log", "executor_policy", "chroma_url", "base_url", "api_key_env",
                *(f"{r}_base_url" for r in ROLES), *(f"{r}_api_key_env" for r in ROLES))
 _HINTS = typing.get_type_hints(Context)
 _FIELDS = {f.name: f for f in fields(Context)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 def named_errors() -> tuple[type[BaseException], ...]:
     """Exceptions whose message names what is wrong (a file:line, a field, a setting, a port)."""
+    from memory.events import EventLogError
     from memory.ledger import LedgerError
     from memory.store import StoreLockedError, StoreUnavailableError
     from workflows.errors import LibraryError
@@ -17,7 +18,8 @@ def named_errors() -> tuple[type[BaseException], ...]:
     from .serve import ServeError
 
     return (LibraryError, ContextError, AgentInputError, CheckpointConfigError, ModelConfigError, LLMProviderError,
-            ServeError, LedgerError, StoreLockedError, StoreUnavailableError, CheckpointUnavailableError)
+            ServeError, LedgerError, StoreLockedError, StoreUnavailableError, CheckpointUnavailableError,
+            EventLogError)
 
 
 def describe(exc: BaseException) -> str:

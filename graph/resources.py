@@ -77,6 +77,25 @@ class Resources:
 
 
     @cached_property
+    def experience(self):
+        """The experience store (``memory.experience_store``) in the retriever's Chroma client — the same
+        embedded directory or server as the workflow representations; None when search runs without
+        Chroma (degraded to the library files)."""
+        from memory.experience_store import ExperienceStore
+
+        store = getattr(self.retriever, "store", None)
+        if getattr(store, "client", None) is None:
+            return None
+        with self._lock:
+            return ExperienceStore(store.client, store.embedder)
+
+    @cached_property
+    def library_key(self) -> str:
+        from memory.experience_store import library_key
+
+        return library_key(self.library)
+
+    @cached_property
     def tools(self):
         from workflows.bindings import ToolRunner
 

@@ -16,7 +16,7 @@ applies (see ``dialogue.frames``).
 | route | router | replace |
 | candidates | retriever | replace |
 | stack | apply_commands (frame lifecycle), tools (call outcomes), recover (outcomes a crash left unrecorded), respond (replies) | ``merge_stack`` ops |
-| experience | experience | replace |
+| experience, prerequisites | experience | replace |
 | hints | pre_controller | replace |
 | proposal | executor | replace |
 | violations | post_controller | ``this_turn`` |
@@ -84,6 +84,7 @@ class State(InputState, total=False):
     candidates: list[Candidate]  # ranked workflows from the last search
     stack: Annotated[list[Frame], merge_stack]  # the dialogue stack; the last frame is the active workflow
     experience: str  # WISE-Flow experience block for this step ("" when none)
+    prerequisites: list[dict[str, Any]]  # verified learned prerequisites the PDL lacks (dialogue.experience)
     hints: list[str]  # pre-decision hints for this step
     proposal: Proposal | None  # the executor's proposed action this step
     violations: Annotated[list[dict[str, Any]], this_turn]  # post-decision rejections in this turn

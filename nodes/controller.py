@@ -31,7 +31,8 @@ def _active(state: State, ctx: Context):
     wf = res.library.workflows.get(frame.get("workflow") or "")
     interp = res.interpreters.get(wf.name) if wf is not None else None
     env = CheckEnv(turn=int(state.get("turn") or 0), max_turns=ctx.max_turns, max_api_repeats=ctx.max_api_repeats,
-                   scope=scope_of(frame, state.get("reading")), procedure=interp.procedure if interp else None)
+                   scope=scope_of(frame, state.get("reading")), procedure=interp.procedure if interp else None,
+                   prerequisites=tuple(state.get("prerequisites") or ()) if ctx.experience else ())
     return wf, frame, env
 
 

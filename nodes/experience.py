@@ -1,9 +1,19 @@
-"""The ``experience`` node: WISE-Flow's online step — inject learned guidance before execution.
+"""The ``experience`` node: WISE-Flow's online step — inject verified, learned guidance before execution.
 
-With ``context.experience`` on and an experience store induced from logged trajectories, the node
-writes the block that best matches the active workflow and the user's intention to ``experience``;
-the executor shows it to the LLM policy.  No experience store exists yet (``flowdesk induce`` is to
-come), so the node writes ``""``: an honest no-op that keeps the graph's shape.
+With ``context.experience`` on (the default) and blocks in the experience store for this library
+(``flowdesk induce``; ``memory.experience_store``), the node:
+
+1. retrieves the active workflow's blocks closest to the user's intention (the detector's one-line
+   reading, else the workflow's name);
+2. aligns them with progress: the actions that already succeeded in this workflow instance and the
+   interpreter's next step;
+3. checks the prerequisites of the next action against the frame (satisfied / unsatisfied);
+4. writes the compact block to ``experience`` (the LLM executor's prompt; Studio shows it) and the
+   verified prerequisites the PDL does *not* declare to ``prerequisites`` — the pre-decision hints, the
+   post-decision check ``experience_prerequisite`` and the offline executor read those
+   (``dialogue.experience``).
+
+Without a store, blocks or an active workflow it writes ``""`` and ``[]``: a no-op.
 """
 
 from __future__ import annotations
@@ -12,9 +22,50 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from dialogue.experience import declared, unmet
+from dialogue.frames import successful_calls, top
 from graph.context import Context
+from graph.resources import get_resources
 from graph.state import State
+
+MAX_BLOCKS = 8  # blocks retrieved per step (a workflow has one workflow block, a contrast block, action blocks)
 
 
 def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    return {"experience": ""}
+    none: dict[str, Any] = {"experience": "", "prerequisites": []}
+    ctx = runtime.context
+    if not ctx.experience:
+        return none
+    frame = top(state.get("stack"))
+    res = get_resources(ctx)
+    wf = res.library.workflows.get(frame["workflow"]) if frame else None
+    if wf is None:
+        return none
+    store = res.experience
+    if store is None or not store.count():
+        return none
+    blocks = store.search(state.get("user_intention") or wf.display_name, res.library_key, wf.name, MAX_BLOCKS)
+    if not blocks:
+        return none
+    prerequisites = []
+    for b in blocks:
+        if b.kind != "action" or wf.api(b.action) is None:
+            continue
+        pdl = declared(wf, b.action)
+        for p in b.prerequisites:
+            if p.kind == "action" and p.requires not in pdl and wf.api(p.requires) is not None:
+                # what its result gives: the arguments traced to it, and its other results no slot holds
+                gives = set(p.provides) | {r for r in wf.api(p.requires).returns if wf.slot(r) is None}
+                prerequisites.append({"workflow": wf.name, "action": b.action, "requires": p.requires, "kind": p.kind,
+                                      "provides": sorted(gives), "support": p.support,
+                                      "confidence": p.confidence, "block": b.id})
+    # progress alignment: what succeeded so far, the next step, its prerequisites' status
+    done = [c["api"] for c in successful_calls(frame)]
+    act = res.interpreters[wf.name].next_action(frame, state.get("reading"))
+    lines = [b.text for b in blocks if b.kind != "action" or b.action == act.name
+             or any(p["action"] == b.action for p in prerequisites)]
+    lines.append(f"Progress: done {', '.join(dict.fromkeys(done)) or 'nothing yet'}; next {act.kind} {act.name}.")
+    for p in prerequisites:
+        status = "unsatisfied" if unmet([p], frame, p["action"]) else "satisfied"
+        lines.append(f"Check: {p['action']} needs {p['requires']} first: {status}.")
+    return {"experience": "\n".join(lines), "prerequisites": prerequisites}

@@ -159,13 +159,15 @@ def test_clarify_asks_and_uses_the_choice(talk, agent, agent_context):
     assert r.reply
 
 
-def test_experience_node_is_an_honest_no_op_until_a_store_exists(agent_context):
+def test_experience_node_is_a_no_op_without_a_workflow_or_blocks(agent_context):
     from langgraph.runtime import Runtime
 
     from nodes.experience import experience
 
     state = {"stack": [], "user_intention": "reserve a table"}
-    assert experience(state, Runtime(context=agent_context)) == {"experience": ""}
+    assert experience(state, Runtime(context=agent_context)) == {"experience": "", "prerequisites": []}
+    active = {"stack": [{"id": "f1", "workflow": "book_table", "status": "active", "slots": {}, "executed": []}]}
+    assert experience(active, Runtime(context=agent_context)) == {"experience": "", "prerequisites": []}
 
 
 def test_demo_passes_and_fails_honestly(agent_context, tmp_path, monkeypatch):

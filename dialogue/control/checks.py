@@ -19,6 +19,7 @@ from workflows.procedure import Call, If, Procedure, While
 from workflows.semantics import UNKNOWN, Scope, decided, evaluate
 from workflows.text import content_words
 
+from ..experience import describe, provider_of, unmet
 from ..frames import Frame, successful_calls
 
 # Replies that belong to no workflow (greetings, safe replies, clarifications, repair patterns):
@@ -46,6 +47,7 @@ class CheckEnv:
     max_api_repeats: int
     scope: Scope = field(default_factory=Scope)
     procedure: Procedure | None = None
+    prerequisites: tuple = ()  # verified experience the PDL lacks (dialogue.experience)
 
 
 def _norm(v: Any) -> Any:
@@ -144,6 +146,25 @@ def check_dependency(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckE
     return _verdict("node_dependency", p)
 
 
+def check_experience(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv) -> Verdict:
+    """A verified prerequisite from experience holds: the action it gates does not run before it, and the
+    user is not asked for a value that action's result provides."""
+    if wf is None or not env.prerequisites:
+        return _verdict("experience_prerequisite", p)
+    if p.get("kind") == "tool":
+        missing = unmet(env.prerequisites, frame, p.get("name") or "")
+        if missing:
+            return _verdict("experience_prerequisite", p, describe(missing[0]) + " (not done yet)",
+                            missing=[m["requires"] for m in missing])
+    elif p.get("kind") == "reply":
+        asked = (p.get("args") or {}).get("slots") or []
+        provider = provider_of(env.prerequisites, frame, [asked] if isinstance(asked, str) else asked)
+        if provider is not None:
+            return _verdict("experience_prerequisite", p, f"{describe(provider)}: run it instead of asking the user",
+                            missing=[provider["requires"]])
+    return _verdict("experience_prerequisite", p)
+
+
 def check_branch(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv) -> Verdict:
     """The node lies on a procedure branch whose condition holds on the values known so far."""
     if wf is None or env.procedure is None or is_generic(p.get("name") or ""):
@@ -233,7 +254,8 @@ def check_template(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv
 
 CHECKS: dict[str, Callable[..., Verdict]] = {
     "unknown_node": check_known, "session_length": check_turns, "node_dependency": check_dependency,
-    "procedure_branch": check_branch, "reply_claim": check_claim, "argument_schema": check_args,
+    "experience_prerequisite": check_experience, "procedure_branch": check_branch, "reply_claim": check_claim,
+    "argument_schema": check_args,
     "api_repetition": check_repeat, "user_declined": check_declined, "turn_budget": check_turn_budget,
     "answer_template": check_template,
 }

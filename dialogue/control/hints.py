@@ -8,6 +8,7 @@ from workflows.pdl import Workflow
 from workflows.procedure import Procedure
 
 from ..frames import Frame
+from ..experience import describe, unmet
 from .checks import CheckEnv, blocked_by_branch
 
 
@@ -27,6 +28,8 @@ def hints_for(wf: Workflow | None, frame: Frame, env: CheckEnv, procedure: Proce
             hints.append(f"{kind} {node.name} is not callable yet: it needs {', '.join(missing)} first.")
         elif kind == "API" and procedure is not None and (why := blocked_by_branch(procedure, node.name, env.scope)):
             hints.append(f"API {node.name} is not callable now: {why}.")
+        for p in unmet(env.prerequisites, frame, node.name) if kind == "API" else []:
+            hints.append(f"API {node.name} is not callable yet: {describe(p)}.")
     seen: dict[tuple, int] = {}
     for c in frame.get("calls") or []:
         if c.get("status") == "cancelled":

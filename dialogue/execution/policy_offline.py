@@ -16,6 +16,7 @@ from workflows.pdl import Workflow
 from workflows.semantics import values_view
 from workflows.text import humanize, message_text, render_value, role_of
 
+from ..experience import provider_of, unmet
 from .interpreter import Interpreter, NextAction, message_words
 from .replies import OOW, new_call_id, proposal_for
 
@@ -165,9 +166,35 @@ def last_reply(messages: list[BaseMessage]) -> str:
     return ""
 
 
+def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming: NextAction,
+                       prerequisites: tuple | list, rejected: list[dict]) -> dict | None:
+    """Verified experience (``dialogue.experience``): when the next step is an API whose learned
+    prerequisite has not run, or a question (or a condition) on a value such a prerequisite's result gives, the
+    prerequisite API comes first (or the question for its own missing arguments); else None."""
+    if not prerequisites:
+        return None
+    if upcoming.kind == "api":
+        pending = unmet(prerequisites, frame, upcoming.name)
+        first = pending[0] if pending else None
+    elif upcoming.kind in ("ask", "answer") and upcoming.slots:
+        first = provider_of(prerequisites, frame, upcoming.slots)
+    elif upcoming.kind == "ask_cond":  # a condition on a value the prerequisite's result holds
+        first = provider_of(prerequisites, frame, re.findall(r"[A-Za-z_]\w*", upcoming.condition))
+    else:
+        first = None
+    if first is None or wf.api(first["requires"]) is None:
+        return None
+    args, missing = interp.call_args(frame, first["requires"])
+    act = NextAction("api", first["requires"], args=args) if not missing else \
+        NextAction("ask", "request_information", slots=missing)
+    proposal = proposal_for(wf, act, values_view(frame.get("slots"), frame.get("results")))
+    return None if any(same(proposal, r) for r in rejected) else proposal
+
+
 def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messages: list[BaseMessage],
-           rejected: list[dict]) -> dict:
-    """The next proposal for the active frame (pure: the frame is not changed)."""
+           rejected: list[dict], prerequisites: tuple | list = ()) -> dict:
+    """The next proposal for the active frame (pure: the frame is not changed); ``prerequisites``: the
+    verified experience the PDL lacks (``prerequisite_first``)."""
     message = reading.get("text") or ""
     yesno = reading.get("yesno")
     has_values = bool(reading.get("slots_given"))
@@ -190,7 +217,8 @@ def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messag
         again = rerun_last_api(wf, interp, frame, called_since_user(messages))
         if again is not None and not any(same(again, r) for r in rejected):
             return again
-    proposal = next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
+    proposal = prerequisite_first(wf, interp, frame, upcoming, prerequisites, rejected) \
+        or next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
     recheck = recheck_failed(wf, frame, proposal)
     if recheck is not None and not any(same(recheck, r) for r in rejected):
         return recheck
