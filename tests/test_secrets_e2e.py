@@ -4,8 +4,8 @@ A copy of the demo library binds ``track_order`` to a local HTTP service with th
 ``${env:...}`` reference in a header and in the URL's query.  The service answers one order with the
 key echoed in its data and another with a 401 that repeats the key and the URL (as real providers do).
 Both conversations run through the compiled graph on a SQLite checkpointer; afterwards the key's bytes
-appear nowhere the agent wrote: the checkpoint database, the ledger beside it, the turn traces, the
-replies and the log records.
+appear nowhere the agent wrote: the checkpoint database, the ledger and the event log beside it, the
+turn traces, the replies and the log records.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_an_api_key_never_reaches_checkpoints_ledger_logs_or_traces(tmp_path, ca
     assert denied.tool_calls and "401" in json.dumps(denied.tool_calls, default=str), denied
 
     written = {p: p.read_bytes() for p in (tmp_path / "ckpt").rglob("*") if p.is_file()}
-    assert written, "the checkpointer wrote nothing"
+    assert {"checkpoints.sqlite", "events.sqlite"} <= {p.name for p in written}, sorted(p.name for p in written)
     for path, data in written.items():
         assert KEY.encode() not in data, f"the key is in {path}"
     assert KEY not in json.dumps([t.__dict__ for t in traces], default=str)
