@@ -107,21 +107,21 @@ def _same(a: Any, b: Any) -> bool:
     return a is not None and b is not None and str(a).strip().lower() == str(b).strip().lower() and str(a).strip() != ""
 
 
-def _before(t: Trajectory, i: int) -> tuple[set[str], dict[str, dict], set[str]]:
-    """Actions that succeeded before step ``i``, their latest results, and the confirmed actions."""
+def _before(t: Trajectory, i: int) -> tuple[set[str], dict[str, dict]]:
+    """Actions that succeeded before step ``i`` and their latest results."""
     done, results = set(), {}
     for s in t.steps[:i]:
         if s.get("ok"):
             done.add(s["action"])
             results[s["action"]] = s["result"]
-    return done, results, set()
+    return done, results
 
 
 def score_prerequisites(trajs: list[Trajectory], workflow: str, action: str) -> dict[tuple[str, str], Prerequisite]:
     """Every candidate prerequisite of ``action`` with its support, confidence and error share."""
     ok_runs, failed_calls = 0, 0
     held: Counter = Counter()
-    missing_at_error: Counter = Counter()
+    held_at_error: Counter = Counter()
     provides: dict[str, Counter] = defaultdict(Counter)
     candidates: set[tuple[str, str]] = set()
     for t in trajs:
@@ -131,7 +131,7 @@ def score_prerequisites(trajs: list[Trajectory], workflow: str, action: str) -> 
         for i, s in enumerate(t.steps):
             if s["action"] != action or "ok" not in s:
                 continue
-            done, results, _ = _before(t, i)
+            done, results = _before(t, i)
             here = {("action", a) for a in done if a != action}
             if s.get("confirmed"):
                 here.add(("confirmation", action))
@@ -147,12 +147,12 @@ def score_prerequisites(trajs: list[Trajectory], workflow: str, action: str) -> 
                             provides[src][arg] += 1
             elif not s["ok"]:
                 failed_calls += 1
-                missing_at_error.update(here)  # counted as "held"; missing = failed_calls - held
+                held_at_error.update(here)  # missing at the errors = failed_calls - held there
     # candidates also include what was missing at errors but held in successful runs (the contrast)
     out = {}
     for kind, name in sorted(candidates):
         support = held[(kind, name)]
-        miss = failed_calls - missing_at_error[(kind, name)]
+        miss = failed_calls - held_at_error[(kind, name)]
         prov = sorted(a for a, n in provides.get(name, {}).items() if n >= max(1, support // 2)) if kind == "action" else []
         out[(kind, name)] = Prerequisite(kind=kind, requires=name, provides=prov, support=support,
                                          confidence=round(support / ok_runs, 4) if ok_runs else 0.0,
