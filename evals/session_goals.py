@@ -176,10 +176,13 @@ def generated_values(slot: Slot, rng: random.Random, today: date, free_text: boo
         return []
     text = f"{low.replace('_', ' ')} {slot.description}".lower()
     # the description's own example is a value the workflow's tools take ('13 digits, such as "828190..."')
-    if m := re.search(r"(?:e\.g\.|such as|for example|default|like)\s*:?\s*[\"“']([^\"”']+)[\"”']",
-                      slot.description or "", re.I):
+    # ('for example, "No. 23, Xiangshan Road"', 'One example of it is "05A11"', 'default is "Yes"')
+    if m := re.search(r"(?:e\.g\.|such as|for example|default|like|example of it is|examples?)\s*[,:]?\s*(?:is\s+)?"
+                      r"[\"“']([^\"”']+)[\"”']", slot.description or "", re.I):
         return [m.group(1).strip()]
-    if m := re.search(r"e\.g\.,?\s*([^\"();]+?)\s*(?:[.;)]|$)", slot.description or ""):
+    # unquoted: "e.g. Chongqing", "For example, Chongqing.", "Here is one of its examples, No. 15, 4th Floor, …"
+    if m := re.search(r"(?:e\.g\.|for example|examples)\s*[,:]?\s*([^\"();]+?)\s*(?:[;)]|\.?$)",
+                      slot.description or "", re.I):
         return [m.group(1).strip()]
     if re.search(r"phone|mobile", text):
         return [f"13{rng.randrange(10**9):09d}" for _ in range(6)]

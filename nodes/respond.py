@@ -33,7 +33,8 @@ def asked_slots(wf: Workflow | None, procedure: Procedure | None, name: str, arg
         asked = [asked] if isinstance(asked, str) else asked
     else:
         calls = [c for c in iter_calls(procedure.steps) if c.kind == "ANSWER" and c.name == name] if procedure else []
-        asked = [t for c in calls for t in c.targets]
+        # a reply that also asks a branch's question (``with_branch_question``) awaits its yes/no too
+        asked = [t for c in calls for t in c.targets] + list(args.get("slots") or [])
     asked = [s for s in dict.fromkeys(asked) if s]
     unfilled = [s for s in asked if filled.get(s) in (None, "")]
     return unfilled or asked
