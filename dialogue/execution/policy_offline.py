@@ -156,9 +156,12 @@ def with_branch_question(wf: Workflow, interp: Interpreter, frame: dict, act: Ne
     text = proposal.get("text") or ""
     # the branch hangs off this very node: its outcome is the question ("…: is it Pay now?")
     same_node = re.sub(r"\W+", " ", node).strip().casefold() in re.sub(r"\W+", " ", text).casefold()
-    question = f"Is it {outcome.replace('_', ' ')}? (yes/no)" if same_node else cond_question(after.condition)
+    if node.rstrip().endswith("?") and text.rstrip().endswith("?"):
+        question = ""  # the reply is that node's own question ("Should I book that for you?")
+    else:
+        question = f"Is it {outcome.replace('_', ' ')}? (yes/no)" if same_node else cond_question(after.condition)
     text = text.rstrip()
-    text += "" if not text or text.endswith((".", "?", "!", ":")) else "."
+    text += "" if not text or not question or text.endswith((".", "?", "!", ":")) else "."
     return {**proposal, "text": f"{text} {question}".strip(), "args": {**(proposal.get("args") or {}),
                                                                                "slots": [after.cond_key]}}
 
