@@ -29,7 +29,7 @@ WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"]
 FILLER = re.compile(
-    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|my \w+ is|"
+    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|that would be|that'?d be|my \w+ is|"
     r"the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|i need|please|under|for|at|to|in|on)\s+)*",
     re.I)
 QUESTION = re.compile(r"\?\s*$|^(?:what|how|why|when|where|who|which|can you|could you|do you|does|is there|are there"
@@ -72,8 +72,12 @@ def slot_kind(slot: Slot) -> str:
         return "date"
     if has_time:
         return "time"
-    if re.search(r"\bname\b", text) and re.search(r"\b(?:customer|full|your|user|guest|client|person|caller|"
-                                                 r"passenger|renter|patient|host|holder|first|last|my)\b", text):
+    # a place is no person, whatever words explain its format ("The location where the user wants ...
+    # City + Road name + Road number"): what the slot is shows in its name and first clause
+    label = f"{slot.name} {re.split(r'[.,;(]', slot.description or '')[0]}".lower().replace("_", " ")
+    place = re.search(r"locat|address|destination|position|place\b", label)
+    if not place and re.search(r"\bname\b", text) and re.search(r"\b(?:customer|full|your|user|guest|client|person|caller|"
+                                                  r"passenger|renter|patient|host|holder|first|last|my)\b", text):
         return "person"
     if re.search(r"\b(?:how many|number of|size|count|quantity|guests|people|party)\b", text):
         return "integer"
@@ -418,6 +422,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     slots = sorted(workflow.slots, key=lambda s: s.name not in pending)  # the asked slots first
     kinds = {s.name: slot_kind(s) for s in slots}
     fits = {s.name: slot_fit(s, workflow) for s in slots}
+    # "Contact information: phone number or email address": either reaches the person
+    either = {s.name for s in slots if kinds[s.name] == "email"
+              and re.search(r"\bphone\b|\bmobile\b", f"{s.name} {s.description}".replace("_", " "), re.I)}
     # ordinal reference to the last listed results
     pick = ordinal_pick(text, last_items)
     if pick is not None and pending:
@@ -435,6 +442,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             src = rest()
             if kind == "email" and (m := EMAIL.search(src)):
                 out.set(s.name, m.group(0), 0.95), take(m.span())
+            elif kind == "email" and s.name in either and (m := PHONE.search(src)):
+                out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "phone" and (m := PHONE.search(src)):
                 out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "id" and (m := find_id(src, s.name, fits)):
