@@ -486,6 +486,12 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             out.set(s.name, ", ".join(m.group(0) for m in found), 0.8)
             for m in found:
                 take(m.span())
+    # values the user labels with the slot's name ("pickup location: No. 23, Xiangshan Road; dropoff
+    # location: ...", "the meeting reason is ..."), several in one message
+    for name, (value, span) in labelled_values(rest(), [s for s in slots if s.name not in out.values
+                                                        and kinds[s.name] in ("string", "person", "id")]).items():
+        if fits_slot(value, name, fits, whole=kinds[name] == "id"):
+            out.set(name, value, 0.8), take(span)
     # a proper name for an unfilled name-like string slot ("at Luigi's")
     for s in slots:
         if kinds[s.name] != "string" or s.name in out.values:
@@ -537,6 +543,41 @@ def find_id(text: str, slot: str, fits: dict[str, SlotFit]) -> re.Match | None:
                    key=lambda m: m.start())
     return next((m for m in found if fit.shaped(m.group(0)) and fit.ok(m.group(0))), None) or \
         next((m for m in found if fits_slot(m.group(0), slot, fits)), None)
+
+
+def slot_labels(slot: Slot) -> list[str]:
+    """Phrases that name a slot: its name as words, its source name, its description's first clause
+    when short ("Meeting start time, year + month + day" -> "meeting start time")."""
+    head = re.split(r"[.,;(]", slot.description or "")[0].strip()
+    labels = [slot.name.replace("_", " "), slot.title or "", head if 0 < len(head.split()) <= 5 else ""]
+    return [lab.lower() for lab in dict.fromkeys(labels) if len(lab) >= 3]
+
+
+# where a labelled value ends: a semicolon, or a comma / "and" before a new clause ("…, also it's …")
+_VALUE_END = re.compile(r"\s*;|[,.]?\s+(?:and|also)\b|,\s*(?=(?:also|sure|it'?s|it is|that|the|my|and)\b)", re.I)
+
+
+def labelled_values(text: str, slots: list[Slot]) -> dict[str, tuple[str, tuple[int, int]]]:
+    """``slot -> (value, span)`` for values introduced by a label of their slot ("X: v", "the X is v").
+    A value runs to the next label or clause; a label shared by two slots names neither."""
+    marks = []
+    for s in slots:
+        for lab in slot_labels(s):
+            for m in re.finditer(rf"\b(?:the |my )?{re.escape(lab)}\s*(?::|\bis\b|=)\s*", text, re.I):
+                marks.append((m.start(), m.end(), s.name))
+    marks.sort()
+    out: dict[str, tuple[str, tuple[int, int]]] = {}
+    for i, (start, end, name) in enumerate(marks):
+        if any(n != name and (a < end and start < b) for a, b, n in marks):
+            continue  # overlapping labels of different slots: ambiguous
+        stop = min([a for a, _, n in marks[i + 1:] if a >= end] + [len(text)])
+        chunk = text[end:stop]
+        cut = _VALUE_END.search(chunk)
+        value = chunk[:cut.start()] if cut else chunk
+        value = value.strip(" ,.;")
+        if value and name not in out:
+            out[name] = (value, (end, end + len(value)))
+    return out
 
 
 def label_words(slot: Slot) -> set[str]:
