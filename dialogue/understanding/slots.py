@@ -483,7 +483,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         found = [m for m in fit.shape.finditer(rest()) if re.fullmatch(r"[\w-]+", m.group(0))
                  and fits_slot(m.group(0), s.name, fits)]
         if found:
-            out.set(s.name, ", ".join(m.group(0) for m in found), 0.8)
+            out.set(s.name, ", ".join(dict.fromkeys(m.group(0) for m in found)), 0.8)
             for m in found:
                 take(m.span())
     # values the user labels with the slot's name ("pickup location: No. 23, Xiangshan Road; dropoff
@@ -581,8 +581,13 @@ def labelled_values(text: str, slots: list[Slot]) -> dict[str, tuple[str, tuple[
 
 
 def label_words(slot: Slot) -> set[str]:
-    """The words that name a slot in a message: its name's and description's words."""
-    return set(_tokens(f"{slot.name.replace('_', ' ')} {slot.title or ''} {slot.description}"))
+    """The words that name a slot in a message: its name's and description's words — not its examples'
+    ("Starting point, e.g. "Chongqing Qixinggang"": "Chongqing" is a value, of this slot or another)."""
+    desc = slot.description or ""
+    if m := _EXAMPLES.search(desc):
+        desc = desc[:m.start()]
+    desc = re.sub(r"[\"“][^\"”]*[\"”]", " ", desc)
+    return set(_tokens(f"{slot.name.replace('_', ' ')} {slot.title or ''} {desc}"))
 
 
 _LABEL_END = re.compile(r"\s*(?::|\bis\b|\bare\b|=)\s*", re.I)
