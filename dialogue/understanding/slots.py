@@ -148,7 +148,8 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
     if slot.type in ("string", "integer", "number") and not slot.enum:
         if m := _EXAMPLES.search(slot.description or ""):
             shapes = [_shape(t) for t in _EXAMPLE_TOKEN.findall(m.group(1))
-                      if not re.fullmatch(r"[\d:.-]+", t)]  # dates, times and plain numbers carry no shape
+                      # dates, times, plain numbers and ordinals ("the 19th", "4th floor") carry no shape
+                      if not re.fullmatch(r"[\d:.-]+|\d+(?:st|nd|rd|th)", t, re.I)]
         if m := _DIGIT_COUNT.search(slot.description or ""):
             digits = int(m.group(1) or m.group(2))
             examples = re.findall(r"(?<!\d)\d{4,}(?!\d)", (_EXAMPLES.search(slot.description or "") or m).group(0))
