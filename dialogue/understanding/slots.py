@@ -29,8 +29,9 @@ WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"]
 FILLER = re.compile(
-    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|that would be|that'?d be|my \w+ is|"
-    r"the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|i need|please|under|for|at|to|in|on)\s+)*",
+    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|"
+    r"that would be|that'?d be|my \w+ is|the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|"
+    r"i need|please|under|for|at|to|in|on)\s+)*",
     re.I)
 QUESTION = re.compile(r"\?\s*$|^(?:what|how|why|when|where|who|which|can you|could you|do you|does|is there|are there"
                       r"|will you|tell me)\b", re.I)
@@ -76,8 +77,9 @@ def slot_kind(slot: Slot) -> str:
     # City + Road name + Road number"): what the slot is shows in its name and first clause
     label = f"{slot.name} {re.split(r'[.,;(]', slot.description or '')[0]}".lower().replace("_", " ")
     place = re.search(r"locat|address|destination|position|place\b", label)
-    if not place and re.search(r"\bname\b", text) and re.search(r"\b(?:customer|full|your|user|guest|client|person|caller|"
-                                                  r"passenger|renter|patient|host|holder|first|last|my)\b", text):
+    if not place and re.search(r"\bname\b", text) and re.search(
+            r"\b(?:customer|full|your|user|guest|client|person|caller|passenger|renter|patient|host|holder|first|"
+            r"last|my)\b", text):
         return "person"
     if re.search(r"\b(?:how many|number of|size|count|quantity|guests|people|party)\b", text):
         return "integer"
@@ -571,7 +573,7 @@ def labelled_values(text: str, slots: list[Slot]) -> dict[str, tuple[str, tuple[
     for i, (start, end, name) in enumerate(marks):
         if any(n != name and (a < end and start < b) for a, b, n in marks):
             continue  # overlapping labels of different slots: ambiguous
-        stop = min([a for a, _, n in marks[i + 1:] if a >= end] + [len(text)])
+        stop = min([a for a, _, _ in marks[i + 1:] if a >= end] + [len(text)])
         chunk = text[end:stop]
         cut = _VALUE_END.search(chunk)
         value = chunk[:cut.start()] if cut else chunk
