@@ -122,7 +122,7 @@ def subflow_sessions(data: Path, extracted: Path, gold: Path, per_task: int, out
     base = Path(out) if out else Path(tempfile.mkdtemp(prefix="flowdesk-subflow-"))
     res = {}
     for name, lib in (("extracted", extracted), ("gold", gold)):
-        m = run_star_sessions(lib, data, base / f"sessions-{name}", per_task=per_task, seeds=1,
+        m = run_star_sessions(lib, data, base / f"sessions-{name}", per_task=per_task, seeds=1, categories=["none"],
                               store_dir=f".flowdesk/store-subflow-{name}",
                               title=f"Sub-flow simulation: STAR dialogues' goals, {name} workflows")
         res[name] = {"summary": m["summary"], "by_workflow": {w: v["success"] for w, v in m["by_workflow"].items()},

@@ -165,6 +165,17 @@ def generated_values(slot: Slot, rng: random.Random, today: date, free_text: boo
         return list(range(lo, min(hi, lo + 7) + 1))
     if slot.type == "number":
         return [20, 50, 150, 400, 900, 2500, 20000]
+    if free_text:  # a library without a database: the description's own example first
+        text = f"{low.replace('_', ' ')} {slot.description}".lower()
+        # the description's own example is a value the workflow's tools take ('13 digits, such as "828190..."')
+        # ('for example, "No. 23, Xiangshan Road"', 'One example of it is "05A11"', 'default is "Yes"')
+        if m := re.search(r"(?:e\.g\.|such as|for example|default|like|example of it is|examples?)\s*[,:]?\s*(?:is\s+)?"
+                          r"[\"“']([^\"”']+)[\"”']", slot.description or "", re.I):
+            return [m.group(1).strip()]
+        # unquoted: "e.g. Chongqing", "For example, Chongqing.", "Here is one of its examples, No. 15, 4th Floor, …"
+        if m := re.search(r"(?:e\.g\.|for example|examples)\s*[,:]?\s*([^\"();]+?)\s*(?:[;)]|\.?$)",
+                          slot.description or "", re.I):
+            return [m.group(1).strip()]
     if "address" in low:
         streets = ["Elm Street", "Birch Road", "Harbour Lane", "Mill Court", "Station Road", "Cedar Avenue"]
         return [f"{rng.randint(2, 90)} {s}, Northwind NW{rng.randint(1, 9)} {rng.randint(1, 9)}"
@@ -174,13 +185,6 @@ def generated_values(slot: Slot, rng: random.Random, today: date, free_text: boo
                 "Barbara Liskov", "Donald Knuth", "Margaret Hamilton"]
     if not free_text:
         return []
-    text = f"{low.replace('_', ' ')} {slot.description}".lower()
-    # the description's own example is a value the workflow's tools take ('13 digits, such as "828190..."')
-    if m := re.search(r"(?:e\.g\.|such as|for example|default|like)\s*:?\s*[\"“']([^\"”']+)[\"”']",
-                      slot.description or "", re.I):
-        return [m.group(1).strip()]
-    if m := re.search(r"e\.g\.,?\s*([^\"();]+?)\s*(?:[.;)]|$)", slot.description or ""):
-        return [m.group(1).strip()]
     if re.search(r"phone|mobile", text):
         return [f"13{rng.randrange(10**9):09d}" for _ in range(6)]
     if re.search(r"\b(?:number|id|code|digits?)\b", text):

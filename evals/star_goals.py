@@ -154,7 +154,8 @@ def run_star_sessions(library: str | Path, data: str | Path, out: str | Path, *,
                       categories: list[str] | None = None, workflows: list[str] | None = None,
                       store_dir: str | None = None, progress=None, title: str | None = None) -> dict[str, Any]:
     """``evals.sessions.run_eval`` with STAR dialogues' goals against ``library`` (imported or extracted STAR
-    workflows, bound to the STAR KB tools) — one report in ``out``."""
+    workflows, bound to the STAR KB tools) — one report in ``out``; ``categories``: every out-of-workflow
+    category unless given (the sub-flow simulation of ``evals.extraction`` plays ``["none"]``)."""
     from graph.context import Context
     from workflows.extraction.star import star_dir
     from workflows.importers.star_kb import register_data_dir
@@ -163,7 +164,7 @@ def run_star_sessions(library: str | Path, data: str | Path, out: str | Path, *,
 
     register_data_dir(star_dir(data))
     ctx = Context(store_dir=str(store_dir)) if store_dir else Context()
-    return run_eval(out, library=str(library), seeds=seeds, categories=categories or ["none"], workflows=workflows,
+    return run_eval(out, library=str(library), seeds=seeds, categories=categories, workflows=workflows,
                     context=ctx, progress=progress,
                     goal_source=lambda lib, db, wfs: star_goals(lib, data, db, per_task=per_task, workflows=wfs),
                     transcripts=False,  # the goals hold values users typed in STAR dialogues: no words in reports

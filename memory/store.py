@@ -119,10 +119,18 @@ def release_lock(path: Path) -> None:
 
 # --- documents ------------------------------------------------------------------------------
 def render_workflow(workflow, fmt: str) -> str:
-    """The text indexed for one representation (the file's own text when given, else rendered)."""
+    """The text indexed for one representation (the file's own text when given, else rendered).
+
+    A representation given verbatim (an imported dataset's own text, code or flowchart) may never name
+    the task — FlowBench's text of "Get food voucher" speaks of a promotion call — so it is indexed
+    under the workflow's title, as the rendered ones are (``render_text`` opens with it)."""
     from workflows.render import render
 
-    return render(workflow, fmt)
+    text = render(workflow, fmt)
+    title = workflow.display_name
+    if getattr(workflow.representations, fmt, None) and title.casefold() not in text[:200].casefold():
+        text = f"{title[:1].upper()}{title[1:]}: {text}"
+    return text
 
 
 def _label(obj) -> str:

@@ -23,9 +23,12 @@ MIGRATED = ("(This conversation was saved by an earlier version of flowdesk, so 
             "were; let's continue from here.) ")
 
 
-def asked_slots(wf: Workflow | None, procedure: Procedure | None, name: str, args: dict, filled: dict) -> list[str]:
+def asked_slots(wf: Workflow | None, procedure: Procedure | None, name: str, args: dict, filled: dict,
+                implied: list[str] | None = None) -> list[str]:
     """Slots this answer asks for: request_information's arguments, or the names the procedure
-    assigns from the ANSWER call (``[a, b] = ANSWER.ask()``), unfilled ones first."""
+    assigns from the ANSWER call (``[a, b] = ANSWER.ask()``) — else the slot its name implies
+    (``Interpreter.implied_targets``: an imported ``ask_name`` the procedure assigns nothing from), so the
+    free-text answer to it is read as that slot — unfilled ones first."""
     if wf is None:
         return []
     if name == "request_information":
@@ -33,7 +36,9 @@ def asked_slots(wf: Workflow | None, procedure: Procedure | None, name: str, arg
         asked = [asked] if isinstance(asked, str) else asked
     else:
         calls = [c for c in iter_calls(procedure.steps) if c.kind == "ANSWER" and c.name == name] if procedure else []
-        asked = [t for c in calls for t in c.targets]
+        # a reply that also asks a branch's question (``with_branch_question``) awaits its yes/no too
+        targets = [t for c in calls for t in c.targets] or list(implied or [])
+        asked = targets + list(args.get("slots") or [])
     asked = [s for s in dict.fromkeys(asked) if s]
     unfilled = [s for s in asked if filled.get(s) in (None, "")]
     return unfilled or asked
@@ -54,7 +59,7 @@ def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if wf is not None and frame is not None:
         interp = res.interpreters.get(wf.name)
         asks = asked_slots(wf, interp.procedure if interp else None, name, action.get("args") or {},
-                           frame.get("slots") or {})
+                           frame.get("slots") or {}, interp.implied_targets(name) if interp and name else [])
         executed = name if (wf.answer(name) is not None or name in BUILTIN_ANSWERS) else ""
         update["stack"] = [{"op": "answer", "frame": frame["id"], "answer": executed, "asked": asks,
                             "done": bool(action.get("completes"))}]

@@ -431,3 +431,31 @@ def test_node_uses_registered_model_from_context(ctx):
     finally:
         unregister_chat_model("exec-test")
     assert out["proposal"] == {"kind": "reply", "name": "llm_reply", "text": "Happy to help!"}
+
+
+# --- imported flowcharts: a branch's question asked with the node that leads to it ---------------------
+
+FLOW = Workflow.model_validate({
+    "name": "pay_fee", "description": "Pay the apartment fee.", "domain": "housing", "role": "manager",
+    "answers": [{"name": "ask_pay_now", "template": "Ask if the user wants to pay now"},
+                {"name": "take_payment", "template": "Take the payment."},
+                {"name": "remind_later", "template": "Remind the user to pay later."}],
+    "procedure": "ANSWER.ask_pay_now()\nif COND(\"Ask if the user wants to pay now -> Pay now\"):\n"
+                 "    ANSWER.take_payment()\nelse:\n    ANSWER.remind_later()\n",
+})
+
+
+def test_a_flowchart_branch_is_asked_with_its_node_and_the_yes_no_decides_it():
+    fr, prop = step(FLOW, frame(FLOW), "I want to pay my apartment fee")
+    assert prop["name"] == "ask_pay_now" and prop["text"].endswith("Is it Pay now? (yes/no)")
+    key = prop["args"]["slots"][0]
+    fr = answered(fr, "ask_pay_now", asked=[key])
+    _, prop = step(FLOW, fr, "No, later please")
+    assert prop["name"] == "remind_later"
+
+
+def test_a_pdl_authors_condition_keeps_its_own_turn():
+    wf = FLOW.model_copy(update={"procedure": FLOW.procedure.replace(" -> Pay now", "")})
+    _, prop = step(wf, frame(wf), "I want to pay my apartment fee")
+    assert prop["name"] == "ask_pay_now" and prop["text"] == "Ask if the user wants to pay now" \
+        and "args" not in prop

@@ -406,3 +406,21 @@ def test_real_star_tool_runs_in_a_fresh_process(imported):
     bank = lib.get("bank_balance")
     assert bank.answer("bank_inform_balance").template == "Your current balance is ${BankBalance} in credit."
     assert bank.answer("bank_inform_balance").precondition == ["bank_balance"]
+
+
+def test_flowbench_enumerations_become_slot_enums():
+    from workflows.importers.flowbench import enum_values
+
+    assert enum_values("The preferred cuisine. Enumeration type, [Shandong cuisine, Sichuan cuisine]") == \
+        ["Shandong cuisine", "Sichuan cuisine"]
+    assert enum_values('Main currency, enumeration type, ["USD", "EUR"]') == ["USD", "EUR"]
+    assert enum_values("Conference number, default \"23898856536\"") is None
+
+
+def test_star_kb_reads_hours_and_relative_bounds_without_evaluating_them():
+    from workflows.importers.star_kb import _bound, _canon
+
+    hours = {"Type": "Integer", "Min": 0, "Max": 23}
+    assert (_canon(hours, "4 pm"), _canon(hours, "12 am"), _canon(hours, "7")) == (16, 0, 7)
+    end = {"Type": "Integer", "Min": '!lambda p: p["StartTimeHour"] + 2', "Max": "!lambda p: __import__('os')"}
+    assert _bound(end, "Min", 0, {"StartTimeHour": 16}) == 18 and _bound(end, "Max", 100, {}) == 100

@@ -300,3 +300,14 @@ def test_scale_benchmark_smoke(tmp_path):
     assert set(row["latency_ms"]) >= {"dense", "bm25", "hybrid", "dense_chroma_hnsw"}
     assert all(v["p50"] > 0 and v["baseline_p50"] > 0 for v in row["latency_ms"].values())
     assert "| 50 | hybrid |" in (tmp_path / "retrieval_scale.md").read_text()
+
+
+def test_a_verbatim_representation_is_indexed_under_the_workflows_title():
+    from workflows.pdl import Representations, Workflow
+
+    wf = Workflow(name="get_food_voucher", title="Get Food Voucher", description="A promotion call.",
+                  domain="d", role="r", representations=Representations(text="The caller offers 6% off."))
+    assert render_workflow(wf, "text") == "Get Food Voucher: The caller offers 6% off."
+    from workflows.render import render
+
+    assert render_workflow(wf, "summary") == render(wf, "summary")  # a rendered form is indexed as rendered

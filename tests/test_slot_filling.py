@@ -235,3 +235,31 @@ def test_a_descriptions_example_outranks_its_own_words():
         {"name": "post_form", "description": 'Email type, e.g. "Tencent Mail"'}]})
     assert fill_slots("4300001979912125421", wf, pending=["person_id"]).values == {"person_id": "4300001979912125421"}
     assert slot_kind(wf.slot("post_form")) == "string"
+
+
+RIDE = Workflow.model_validate({
+    "name": "order_ride", "description": "Order a ride.", "domain": "travel", "role": "driver",
+    "slots": [
+        {"name": "pickup_location", "description": "The location from where the user wants to be picked up. The "
+                                                   "format is: City + Road name + Road number. For example, "
+                                                   "\"No. 23, Xiangshan Road, Beijing\""},
+        {"name": "dropoff_location", "description": "The destination where the user wants to be dropped off"},
+        {"name": "dining_time", "description": "The time, for example, \"12 o'clock on the 19th\""},
+        {"name": "contact_information", "description": "Phone number and email address, for example, "
+                                                       "\"13829102291\" or \"contact@qq.com\""},
+    ],
+})
+
+
+def test_an_address_is_no_refusal_and_a_place_no_person():
+    assert yes_no("No. 23, Xiangshan Road") is None and yes_no("No, thanks") is False
+    assert slot_kind(RIDE.slot("pickup_location")) == "string"
+    f = fill_slots("That would be No. 23, Xiangshan Road, 4th Floor, Beijing", RIDE, pending=["pickup_location"])
+    assert f.values == {"pickup_location": "No. 23, Xiangshan Road, 4th Floor, Beijing"}
+
+
+def test_values_labelled_with_their_slot_several_in_one_message():
+    f = fill_slots("Pickup location: No. 23, Xiangshan Road, Beijing; the dropoff location is No. 88, Lanxi Road, "
+                   "also it's 13829102291", RIDE, pending=["pickup_location", "dropoff_location"])
+    assert f.values == {"pickup_location": "No. 23, Xiangshan Road, Beijing",
+                        "dropoff_location": "No. 88, Lanxi Road", "contact_information": "13829102291"}

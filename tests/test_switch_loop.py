@@ -148,3 +148,12 @@ def test_default_configuration_is_the_one_chosen_on_train():
     assert label and isinstance(overrides, dict)
     ctx = Context()
     assert {k: getattr(ctx, k) for k in overrides} == overrides, f"Context defaults differ from {label!r}"
+
+
+def test_a_revision_needs_a_word_of_the_other_task_in_the_turn():
+    from dialogue.understanding.belief import speaks_of
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    assert not speaks_of("Sure, Ben Stone", lib, "change_booking", "book_table")  # answers the question
+    assert speaks_of("no, I meant move my existing booking reference", lib, "change_booking", "book_table")

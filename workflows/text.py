@@ -38,7 +38,8 @@ _YES = (r"(yes|yeah|yep|yup|sure|ok|okay|alright|all right|absolutely|definitely
         r"(that )?sounds (great|perfect|fine|nice|wonderful|lovely))")
 _NO = r"(no|nope|nah|not|nothing|negative|false|don'?t|do not|i don'?t|i do not|i'?m not|i am not)"
 YES_START = re.compile(rf"^\W*(please\W+)?{_YES}\b", re.I)
-NO_START = re.compile(rf"^\W*{_NO}\b", re.I)
+# "No. 23, Xiangshan Road" starts an address (the abbreviation of "number"), not a refusal
+NO_START = re.compile(rf"^\W*{_NO}\b(?!\.?\s*\d)", re.I)
 # "I don't know" is neither a yes nor a no: the user cannot answer.
 UNSURE = re.compile(r"\b(?:don'?t|do not|didn'?t) (?:know|have|remember|recall)\b|\bforgot\b|\bno idea\b|"
                     r"\bnot sure\b|\bcan'?t remember\b", re.I)

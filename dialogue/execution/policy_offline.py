@@ -18,7 +18,7 @@ from workflows.text import humanize, message_text, render_value, role_of
 
 from ..experience import provider_of, unmet
 from .interpreter import Interpreter, NextAction, message_words
-from .replies import OOW, new_call_id, proposal_for
+from .replies import OOW, cond_question, new_call_id, proposal_for
 
 GREETING_ONLY = re.compile(r"^\W*(?:(?:hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening|day)|greetings)"
                            r"(?:\s+there)?[\s\W]*)+$", re.I)
@@ -109,7 +109,7 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
         closing = closing_answer(wf, message, frame.get("executed") or [])
         if closing:
             act = NextAction("answer", closing)
-    candidates = [proposal_for(wf, act, values)]
+    candidates = [with_branch_question(wf, interp, frame, act, proposal_for(wf, act, values), skip)]
     if act.kind == "api":  # alternatives when the call was rejected: its unmet precondition, or ask
         api = wf.api(act.name)
         done = set(frame.get("executed") or [])
@@ -126,9 +126,11 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
         lacking = [p for p in (api.required_params if api else []) if p not in act.args and wf.slot(p)]
         if lacking:
             candidates.append(proposal_for(wf, NextAction("ask", "request_information", slots=lacking), values))
-        candidates.append({"kind": "reply", "name": "request_information",
-                           "text": f"Before I {humanize(act.name)}, could you confirm the details: "
-                                   + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in act.args.items()) + "?"})
+        if act.args:  # nothing to confirm without arguments ("confirm the details: ?")
+            candidates.append({"kind": "reply", "name": "request_information",
+                               "text": f"Before I {humanize(act.name)}, could you confirm the details: "
+                                       + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in act.args.items())
+                                       + "?"})
     candidates.append({"kind": "reply", "name": OOW,
                        "text": "I'm sorry, I can't do that right now. Is there anything else I can help with?"})
     for c in candidates:
@@ -137,6 +139,32 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
         if not answered and not any(same(c, r) for r in rejected):
             return c
     return candidates[-1]
+
+
+def with_branch_question(wf: Workflow, interp: Interpreter, frame: dict, act: NextAction, proposal: dict,
+                         skip: set[str] | frozenset = frozenset()) -> dict:
+    """An ANSWER a flowchart branch follows ("Ask if the user wants to pay now" -> "Pay now" / "Later")
+    asks that branch's question in the same reply, and the user's yes/no decides it.  Said alone, the
+    node's text leaves the user nothing to answer, and the answer given to it would be asked for again.
+    Only compiled flowchart branches ("<node> -> <outcome>"): a PDL author's own conditions keep their
+    turn."""
+    if act.kind != "answer" or proposal.get("kind") != "reply":
+        return proposal
+    after = interp.next_action({**frame, "executed": [*(frame.get("executed") or []), act.name]}, {}, skip)
+    if after.kind != "ask_cond" or " -> " not in after.condition:
+        return proposal
+    node, outcome = after.condition.rsplit(" -> ", 1)
+    text = proposal.get("text") or ""
+    # the branch hangs off this very node: its outcome is the question ("…: is it Pay now?")
+    same_node = re.sub(r"\W+", " ", node).strip().casefold() in re.sub(r"\W+", " ", text).casefold()
+    if node.rstrip().endswith("?") and text.rstrip().endswith("?"):
+        question = ""  # the reply is that node's own question ("Should I book that for you?")
+    else:
+        question = f"Is it {outcome.replace('_', ' ')}? (yes/no)" if same_node else cond_question(after.condition)
+    text = text.rstrip()
+    text += "" if not text or not question or text.endswith((".", "?", "!", ":")) else "."
+    return {**proposal, "text": f"{text} {question}".strip(), "args": {**(proposal.get("args") or {}),
+                                                                               "slots": [after.cond_key]}}
 
 
 def recheck_failed(wf: Workflow, frame: dict, proposal: dict) -> dict | None:

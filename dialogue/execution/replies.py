@@ -24,9 +24,14 @@ def question_for(wf: Workflow, slots: list[str]) -> str:
     parts = []
     for name in slots:
         s = wf.slot(name)
-        # The description, else the source's own name (``Slot.title``: "from", not "from_"), else the name.
-        desc = (s.description.split(",")[0].split("(")[0].strip() if s and s.description
+        # The description's first clause ("The location where the user wants to find a restaurant. City +
+        # District ..." -> "location where you want to find a restaurant"), else the source's own name
+        # (``Slot.title``: "from", not "from_"), else the name.
+        desc = (re.split(r"[,(]|\.\s", s.description)[0].strip().rstrip(".") if s and s.description
                 else s.title if s and s.title else humanize(name))
+        desc = re.sub(r"^(?:the|a|an)\s+", "", desc, flags=re.I)
+        desc = re.sub(r"\bthe (?:user|customer)'s\b", "your", desc, flags=re.I)
+        desc = re.sub(r"\bthe (?:user|customer) (want|intend|need)s\b", r"you \1", desc, flags=re.I)
         parts.append(desc[0].lower() + desc[1:] if desc else humanize(name))
     if not parts:
         return "Could you tell me a bit more about what you need?"

@@ -66,10 +66,32 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
         return []
     active = frame["workflow"]
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
+    if target is not None and not is_correction(ev.text) and not speaks_of(ev.text, library, target, active):
+        target = None  # "Sure, Ben" answers the question asked; it says nothing of another task
     if target is not None:
         why = "the user corrects the pick" if is_correction(ev.text) else "later turns fit it better"
         return [ReviseFlow(workflow=target, previous=active, belief=belief, reason=why, turn=turn)]
     return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
+
+
+def _words_of(wf) -> set[str]:
+    from workflows.text import content_words, stemmed
+
+    texts = [wf.name, wf.display_name, wf.description] + [f"{sl.name} {sl.description} {' '.join(sl.enum or [])}"
+                                                          for sl in wf.slots]
+    return stemmed(set().union(*(content_words(t) for t in texts)))
+
+
+def speaks_of(text: str, library, target: str, active: str) -> bool:
+    """The turn names something of ``target`` the active workflow does not have (a word of its title,
+    description, slots or their values): the evidence a revision needs beyond the ranker's scores."""
+    from workflows.text import content_words, stemmed
+
+    said = stemmed(content_words(text or ""))
+    other, own = library.workflows.get(target), library.workflows.get(active)
+    if other is None or own is None:
+        return True
+    return bool(said & _words_of(other) - _words_of(own))
 
 
 def side_question(text: str, frame: dict | None, pick: str | None, library) -> bool:

@@ -29,8 +29,9 @@ WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"]
 FILLER = re.compile(
-    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|my \w+ is|"
-    r"the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|i need|please|under|for|at|to|in|on)\s+)*",
+    r"^(?:(?:yes|yeah|sure|ok|okay|well|um|uh|hi|hello|so)[,.!]?\s+)*(?:(?:it'?s|it is|that'?s|that is|"
+    r"that would be|that'?d be|my \w+ is|the \w+ is|i am|i'm|this is|call me|i'?d like|i would like|i want|"
+    r"i need|please|under|for|at|to|in|on)\s+)*",
     re.I)
 QUESTION = re.compile(r"\?\s*$|^(?:what|how|why|when|where|who|which|can you|could you|do you|does|is there|are there"
                       r"|will you|tell me)\b", re.I)
@@ -72,8 +73,13 @@ def slot_kind(slot: Slot) -> str:
         return "date"
     if has_time:
         return "time"
-    if re.search(r"\bname\b", text) and re.search(r"\b(?:customer|full|your|user|guest|client|person|caller|"
-                                                 r"passenger|renter|patient|host|holder|first|last|my)\b", text):
+    # a place is no person, whatever words explain its format ("The location where the user wants ...
+    # City + Road name + Road number"): what the slot is shows in its name and first clause
+    label = f"{slot.name} {re.split(r'[.,;(]', slot.description or '')[0]}".lower().replace("_", " ")
+    place = re.search(r"locat|address|destination|position|place\b", label)
+    if not place and re.search(r"\bname\b", text) and re.search(
+            r"\b(?:customer|full|your|user|guest|client|person|caller|passenger|renter|patient|host|holder|first|"
+            r"last|my)\b", text):
         return "person"
     if re.search(r"\b(?:how many|number of|size|count|quantity|guests|people|party)\b", text):
         return "integer"
@@ -144,7 +150,8 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
     if slot.type in ("string", "integer", "number") and not slot.enum:
         if m := _EXAMPLES.search(slot.description or ""):
             shapes = [_shape(t) for t in _EXAMPLE_TOKEN.findall(m.group(1))
-                      if not re.fullmatch(r"[\d:.-]+", t)]  # dates, times and plain numbers carry no shape
+                      # dates, times, plain numbers and ordinals ("the 19th", "4th floor") carry no shape
+                      if not re.fullmatch(r"[\d:.-]+|\d+(?:st|nd|rd|th)", t, re.I)]
         if m := _DIGIT_COUNT.search(slot.description or ""):
             digits = int(m.group(1) or m.group(2))
             examples = re.findall(r"(?<!\d)\d{4,}(?!\d)", (_EXAMPLES.search(slot.description or "") or m).group(0))
@@ -418,6 +425,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     slots = sorted(workflow.slots, key=lambda s: s.name not in pending)  # the asked slots first
     kinds = {s.name: slot_kind(s) for s in slots}
     fits = {s.name: slot_fit(s, workflow) for s in slots}
+    # "Contact information: phone number or email address": either reaches the person
+    either = {s.name for s in slots if kinds[s.name] == "email"
+              and re.search(r"\bphone\b|\bmobile\b", f"{s.name} {s.description}".replace("_", " "), re.I)}
     # ordinal reference to the last listed results
     pick = ordinal_pick(text, last_items)
     if pick is not None and pending:
@@ -435,6 +445,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             src = rest()
             if kind == "email" and (m := EMAIL.search(src)):
                 out.set(s.name, m.group(0), 0.95), take(m.span())
+            elif kind == "email" and s.name in either and (m := PHONE.search(src)):
+                out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "phone" and (m := PHONE.search(src)):
                 out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "id" and (m := find_id(src, s.name, fits)):
@@ -474,9 +486,15 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         found = [m for m in fit.shape.finditer(rest()) if re.fullmatch(r"[\w-]+", m.group(0))
                  and fits_slot(m.group(0), s.name, fits)]
         if found:
-            out.set(s.name, ", ".join(m.group(0) for m in found), 0.8)
+            out.set(s.name, ", ".join(dict.fromkeys(m.group(0) for m in found)), 0.8)
             for m in found:
                 take(m.span())
+    # values the user labels with the slot's name ("pickup location: No. 23, Xiangshan Road; dropoff
+    # location: ...", "the meeting reason is ..."), several in one message
+    for name, (value, span) in labelled_values(rest(), [s for s in slots if s.name not in out.values
+                                                        and kinds[s.name] in ("string", "person", "id")]).items():
+        if fits_slot(value, name, fits, whole=kinds[name] == "id"):
+            out.set(name, value, 0.8), take(span)
     # a proper name for an unfilled name-like string slot ("at Luigi's")
     for s in slots:
         if kinds[s.name] != "string" or s.name in out.values:
@@ -530,9 +548,49 @@ def find_id(text: str, slot: str, fits: dict[str, SlotFit]) -> re.Match | None:
         next((m for m in found if fits_slot(m.group(0), slot, fits)), None)
 
 
+def slot_labels(slot: Slot) -> list[str]:
+    """Phrases that name a slot: its name as words, its source name, its description's first clause
+    when short ("Meeting start time, year + month + day" -> "meeting start time")."""
+    head = re.split(r"[.,;(]", slot.description or "")[0].strip()
+    labels = [slot.name.replace("_", " "), slot.title or "", head if 0 < len(head.split()) <= 5 else ""]
+    return [lab.lower() for lab in dict.fromkeys(labels) if len(lab) >= 3]
+
+
+# where a labelled value ends: a semicolon, or a comma / "and" before a new clause ("…, also it's …")
+_VALUE_END = re.compile(r"\s*;|[,.]?\s+(?:and|also)\b|,\s*(?=(?:also|sure|it'?s|it is|that|the|my|and)\b)", re.I)
+
+
+def labelled_values(text: str, slots: list[Slot]) -> dict[str, tuple[str, tuple[int, int]]]:
+    """``slot -> (value, span)`` for values introduced by a label of their slot ("X: v", "the X is v").
+    A value runs to the next label or clause; a label shared by two slots names neither."""
+    marks = []
+    for s in slots:
+        for lab in slot_labels(s):
+            for m in re.finditer(rf"\b(?:the |my )?{re.escape(lab)}\s*(?::|\bis\b|=)\s*", text, re.I):
+                marks.append((m.start(), m.end(), s.name))
+    marks.sort()
+    out: dict[str, tuple[str, tuple[int, int]]] = {}
+    for i, (start, end, name) in enumerate(marks):
+        if any(n != name and (a < end and start < b) for a, b, n in marks):
+            continue  # overlapping labels of different slots: ambiguous
+        stop = min([a for a, _, _ in marks[i + 1:] if a >= end] + [len(text)])
+        chunk = text[end:stop]
+        cut = _VALUE_END.search(chunk)
+        value = chunk[:cut.start()] if cut else chunk
+        value = value.strip(" ,.;")
+        if value and name not in out:
+            out[name] = (value, (end, end + len(value)))
+    return out
+
+
 def label_words(slot: Slot) -> set[str]:
-    """The words that name a slot in a message: its name's and description's words."""
-    return set(_tokens(f"{slot.name.replace('_', ' ')} {slot.title or ''} {slot.description}"))
+    """The words that name a slot in a message: its name's and description's words — not its examples'
+    ("Starting point, e.g. "Chongqing Qixinggang"": "Chongqing" is a value, of this slot or another)."""
+    desc = slot.description or ""
+    if m := _EXAMPLES.search(desc):
+        desc = desc[:m.start()]
+    desc = re.sub(r"[\"“][^\"”]*[\"”]", " ", desc)
+    return set(_tokens(f"{slot.name.replace('_', ' ')} {slot.title or ''} {desc}"))
 
 
 _LABEL_END = re.compile(r"\s*(?::|\bis\b|\bare\b|=)\s*", re.I)

@@ -66,6 +66,17 @@ def _api(raw: dict) -> Api:
                parameters=params, returns=returns, binding=Binding(simulate=True))
 
 
+_ENUM = re.compile(r"\benumerat(?:ion|ed)\s+type\W*\[([^\]]+)\]", re.I)
+
+
+def enum_values(description: str) -> list[str] | None:
+    """The values a FlowBench parameter lists ("Cuisine. Enumeration type, [Sichuan cuisine, ...]")."""
+    m = _ENUM.search(description or "")
+    values = [v.strip().strip("\"'“”") for v in m.group(1).split(",")] if m else []
+    values = list(dict.fromkeys(v for v in values if v))
+    return values if len(values) >= 2 else None
+
+
 def _slots(apis: list[Api], raw_apis: list[dict], flowchart: str) -> list[Slot]:
     slots: dict[str, Slot] = {}
     for api, raw in zip(apis, raw_apis):
@@ -76,8 +87,9 @@ def _slots(apis: list[Api], raw_apis: list[dict], flowchart: str) -> list[Slot]:
             spec = spec if isinstance(spec, dict) else {}
             kind = json_schema_type(spec.get("type"))
             stype = kind if kind in ("integer", "number", "boolean") else "string"
-            slots[key] = Slot(name=key, title=display(pname, key), description=str(spec.get("description", "")),
-                              type=stype,
+            desc = str(spec.get("description", ""))
+            slots[key] = Slot(name=key, title=display(pname, key), description=desc, type=stype,
+                              enum=enum_values(desc) if stype == "string" else None,
                               required=bool(spec.get("required")))
     # "The auxiliary parameter information ..." after the chart: values the flow collects itself.
     _, sep, tail = flowchart.partition("auxiliary parameter")

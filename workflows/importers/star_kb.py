@@ -88,6 +88,9 @@ def _parse(value: Any) -> tuple[str, Any]:
     return "is_equal_to", value
 
 
+_CLOCK = re.compile(r"^(\d{1,2})\s*([ap])\.?m\.?$", re.I)
+
+
 def _canon(field: dict, value: Any) -> Any:
     """The spec's own spelling of a value, or None when the spec cannot hold it."""
     kind = field.get("Type")
@@ -97,11 +100,14 @@ def _canon(field: dict, value: Any) -> Any:
                 return cat
         return None
     if kind == "Integer":
+        # an hour the API's input spells as a time of day ("4 pm") where the knowledge base keeps 0-23
+        clock = _CLOCK.match(str(value).strip())
         try:
-            num = int(float(value))
+            num = int(clock.group(1)) % 12 + (12 if clock.group(2).lower() == "p" else 0) if clock \
+                else int(float(value))
         except (TypeError, ValueError):
             return None
-        lo, hi = field.get("Min", -10**9), field.get("Max", 10**9)
+        lo, hi = _bound(field, "Min", -10**9), _bound(field, "Max", 10**9)
         return num if lo <= num <= hi else None
     if kind == "Boolean":
         if isinstance(value, bool):
@@ -115,7 +121,7 @@ def _choices(field: dict, op: str, arg: Any) -> list[Any] | None:
     """Values of ``field`` meeting one constraint (None = any string, [] = impossible)."""
     kind = field.get("Type")
     if kind == "Integer":
-        lo, hi = field.get("Min", 0), field.get("Max", 100)
+        lo, hi = _bound(field, "Min", 0), _bound(field, "Max", 100)
         if op == "is_at_least":
             lo = max(lo, int(float(arg)))
         elif op == "is_at_most":
@@ -133,21 +139,38 @@ def _choices(field: dict, op: str, arg: Any) -> list[Any] | None:
     return [str(arg)]
 
 
-def _domain(field: dict) -> list[Any]:
+_RELATIVE = re.compile(r'^!lambda\s+p:\s*p\["(\w+)"\]\s*(?:([+*-])\s*(\d+))?\s*$')
+
+
+def _bound(field: dict, key: str, default: int, item: dict | None = None) -> int:
+    """A numeric bound of the spec; a bound relative to another field of the item ('!lambda p:
+    p["StartTimeHour"] + 2') is read (never evaluated as code) against the item being generated."""
+    raw = field.get(key, default)
+    if isinstance(raw, (int, float)):
+        return int(raw)
+    m = _RELATIVE.match(str(raw))
+    base = (item or {}).get(m.group(1)) if m else None
+    if not isinstance(base, (int, float)) or isinstance(base, bool):
+        return default
+    n = int(m.group(3) or 0)
+    return int({"+": base + n, "-": base - n, "*": base * n}.get(m.group(2) or "+", base))
+
+
+def _domain(field: dict, item: dict | None = None) -> list[Any]:
     kind = field.get("Type")
     if kind == "Boolean":
         return [True, False]
     if kind == "Integer":
-        return list(range(field.get("Min", 0), field.get("Max", 100) + 1))
+        return list(range(_bound(field, "Min", 0, item), _bound(field, "Max", 100, item) + 1))
     return list(field.get("Categories", []))
 
 
-def _generate(name: str, field: dict, rng: random.Random) -> Any:
+def _generate(name: str, field: dict, rng: random.Random, item: dict | None = None) -> Any:
     kind = field.get("Type")
     if kind == "CategoricalMultiple":
         cats = list(field.get("Categories", []))
         return sorted(rng.sample(cats, k=min(len(cats), rng.randint(1, 3))), key=cats.index) if cats else []
-    dom = _domain(field)
+    dom = _domain(field, item)
     if dom:
         return rng.choice(dom)
     return f"{field.get('ReadableName', name)} {rng.randint(100, 999)}"
@@ -181,7 +204,9 @@ def query(api_name: str, **constraints: Any) -> dict[str, Any]:
     items = []
     for _ in range(count):
         item: dict[str, Any] = {}
-        for name, field in fields.items():
+        # fields bounded by another field's value (MaxLevel >= Level) after the fields they depend on
+        for name, field in sorted(fields.items(), key=lambda kv: any(isinstance(kv[1].get(b), str)
+                                                                      for b in ("Min", "Max"))):
             rule = _ENABLED.match(str(field.get("Enabled", "")))
             if rule:
                 dep, want = rule.groups()
@@ -193,7 +218,7 @@ def query(api_name: str, **constraints: Any) -> dict[str, Any]:
             elif name in allowed:  # a free-text constraint: echo it
                 item[name] = str(_parse(constraints[name])[1])
             else:
-                item[name] = _generate(name, field, rng)
+                item[name] = _generate(name, field, rng, item)
         items.append(item)
     total = len(items) + (rng.randint(0, 7) if spec["api"].get("returns_count") else 0)
     # The top-level fields under the names the imported workflow binds them to (its identifiers).
