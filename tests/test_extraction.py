@@ -146,7 +146,8 @@ def test_star_extraction_structure_and_speed(tmp_path):
     from workflows.importers.star import gold_charts
 
     src = load_source("star", DATA, "train")
-    res = extract_library(src.transcripts, tmp_path / "lib", domain_of=src.domain_of, binding_for=src.binding_for)
+    res = extract_library(src.transcripts, tmp_path / "lib", domain_of=src.domain_of, binding_for=src.binding_for,
+                          outputs_for=src.outputs_for)
     assert len(res.workflows) == 24 and check_library(tmp_path / "lib")[1] == []
     assert res.seconds < 60
     macro = structure(res.graphs, gold_charts(DATA / "star"))["macro"]

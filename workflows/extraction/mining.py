@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 from ..importers.common import escape_template
 from ..importers.mermaid import Edge, Flowchart, Node, NodeAction, compile_graph, pystr
 from ..pdl import BUILTIN_ANSWERS, Answer, Api, Binding, Slot, Workflow
+from ..text import split_identifier
 from .transcripts import ApiCall, Transcript
 
 START, END = "__start__", "__end__"
@@ -49,8 +50,10 @@ class MiningConfig:
     branch_gain: float = 0.05  # a result test must predict the successor this much better than the majority
     answer_gain: float = 0.2  # so must the user's answer (words are noisier than returned values)
     answer_support: float = 0.02  # replies used this often are ANSWERs even outside the procedure
-    slot_share: float = 0.3  # an asking reply collects an argument its answers contain this often
+    slot_share: float = 0.3  # an asking reply collects an argument its answers contain this often (lower bound)
     enum_max: int = 12  # an argument with at most this many distinct values, each repeated, is an enum
+    enum_closed: int = 30  # so is one with at most this many whose values recur ``enum_recur`` times on average
+    enum_recur: float = 10.0
     param_share: float = 0.1  # an argument given this often is a parameter
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
@@ -139,9 +142,12 @@ def _scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool)) and len(str(v)) <= 60
 
 
-def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, dict[str, set]] | None:
+def _result_split(occs: list[tuple[StepOcc, str]], gain: float, fields: set[str] | None = None
+                  ) -> tuple[str, dict[str, set]] | None:
     """The result feature that best predicts the successor: ("", {succ: {"empty"|"found"}}) or
-    (field, {succ: {values}}); None when nothing beats the majority by ``gain``."""
+    (field, {succ: {values}}); None when nothing beats the majority by ``gain``.  ``fields``: the fields
+    the API is documented to return (None = unknown); a branch never tests a field the API does not
+    return, however often the recorded results held it."""
     succ = Counter(s for _, s in occs)
     base = succ.most_common(1)[0][1] / len(occs)
     feats: dict[str, list[tuple[Any, str]]] = defaultdict(list)
@@ -149,7 +155,7 @@ def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, di
         res = (o.api.result if o.api else None) or {}
         feats[""].append(("found" if res else "empty", s))
         for k, v in res.items():
-            if _scalar(v):
+            if _scalar(v) and (fields is None or k in fields):
                 feats[k].append((v, s))
     best = None
     for f, pairs in feats.items():
@@ -286,10 +292,12 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, share
 
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
-               common: dict[str, float] | None = None) -> MinedGraph:
+               common: dict[str, float] | None = None,
+               outputs: Callable[[str], set[str] | None] | None = None) -> MinedGraph:
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
-    (what the offline executor can judge); without it, each is labelled by its most specific word."""
+    (what the offline executor can judge); without it, each is labelled by its most specific word;
+    ``outputs(api)``: the fields an API is documented to return (None = unknown)."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
@@ -394,7 +402,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             continue
         occs = [(o, b) for b in outs for o in follow[a, b]]
         if a in api_of:
-            split = _result_split(occs, cfg.branch_gain)
+            split = _result_split(occs, cfg.branch_gain, outputs(api_of[a]) if outputs else None)
             if split is not None:
                 f, mapping = split
                 for b in outs:
@@ -475,14 +483,21 @@ def _type_of(values: list[Any]) -> str:
 
 
 def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
-    """A slot from an argument's values; few distinct strings, each given repeatedly, make an enum."""
+    """A slot from an argument's values.  An enum when the values form a closed set: few distinct strings,
+    each given repeatedly, or a larger set whose every value recurs on average ``enum_recur`` times (the
+    hours a desk books, its venues) — the agent then reads the value in the spelling the API was given.
+    The description is the argument's name in words (``PatientName`` -> "Patient name"): the slot reader
+    judges what a value may be (a person's name, a time) from it."""
     kind = _type_of(values)
     counts = Counter(str(v) for v in values)
-    if kind == "string" and 2 <= len(counts) <= cfg.enum_max and min(counts.values()) >= 2 \
-            and len(values) >= 5 * len(counts):
-        return Slot(name=name, description=name, type="enum", enum=sorted(counts), required=False)
-    return Slot(name=name, description=name, type={"boolean": "boolean", "integer": "integer", "number": "number"}
-                .get(kind, "string"), required=False)
+    words = split_identifier(name).strip()
+    description = (words[:1].upper() + words[1:].lower()) if words else name
+    if kind == "string" and 2 <= len(counts) and (
+            (len(counts) <= cfg.enum_max and min(counts.values()) >= 2 and len(values) >= 5 * len(counts))
+            or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts))):
+        return Slot(name=name, description=description, type="enum", enum=sorted(counts), required=False)
+    return Slot(name=name, description=description, type={"boolean": "boolean", "integer": "integer",
+                                                          "number": "number"}.get(kind, "string"), required=False)
 
 
 def _abstract(text: str, values: dict[str, Any]) -> str:
@@ -496,6 +511,21 @@ def _abstract(text: str, values: dict[str, Any]) -> str:
     return out
 
 
+def _squash(text: str) -> str:
+    """Lower case letters and digits only: "10pm" holds "10 pm", "Dr Morgan" holds "Dr. Morgan"."""
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+def _lower_bound(hits: int, n: int, z: float = 1.64) -> float:
+    """Wilson's lower bound of a share: 7 of 7 replies is weaker evidence than 54 of 57."""
+    if n <= 0:
+        return 0.0
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 def _ident_value(v: Any) -> bool:
     return bool(re.fullmatch(r"[\w.-]+", str(v)))
 
@@ -504,12 +534,13 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                    domain: str = "general", role: str = "", description: str = "",
                    binding_for: Callable[[str], Binding | None] | None = None,
                    exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
-                   common: dict[str, float] | None = None) -> tuple[Workflow, MinedGraph]:
+                   common: dict[str, float] | None = None,
+                   outputs: Callable[[str], set[str] | None] | None = None) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude, polarity, common)
+    graph = mine_graph(trs, cfg, exclude, polarity, common, outputs)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
@@ -548,7 +579,8 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                 slot_vals[k].extend(vals)
                 if cnt >= cfg.required_share * len(cs):
                     required.append(k)
-        returns = Counter(k for c in cs for k in (c.result or {}))
+        documented = outputs(api) if outputs else None
+        returns = Counter(k for c in cs for k in (c.result or {}) if documented is None or k in documented)
         params: dict = {"type": "object", "properties": props}
         if required:
             params["required"] = sorted(required)
@@ -580,12 +612,12 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                 later = next((x.api.args for x in tr[i + 1:] if x.api is not None), {})
                 if o.reply and later:
                     asked += 1
-                    low = o.reply.lower()
+                    low = _squash(o.reply)
                     for k, v in later.items():
-                        if k in slot_names and _scalar(v) and len(str(v)) >= 2 and str(v).lower() in low:
+                        if k in slot_names and _scalar(v) and len(_squash(str(v))) >= 2 and _squash(str(v)) in low:
                             hits[k] += 1
         for k, c in hits.items():
-            rate[n, k] = c / asked
+            rate[n, k] = _lower_bound(c, asked)
         template = texts.most_common(1)[0][0] if texts else n.replace("_", " ")
         answers.append(Answer(name=rename[n], template=template))
     # each argument is collected by the reply whose answers hold it most often (one argument per reply)
