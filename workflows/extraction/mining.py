@@ -484,8 +484,9 @@ def _type_of(values: list[Any]) -> str:
 
 def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
     """A slot from an argument's values.  An enum when the values form a closed set: few distinct strings,
-    each given repeatedly, or a larger set whose every value recurs on average ``enum_recur`` times (the
-    hours a desk books, its venues) — the agent then reads the value in the spelling the API was given.
+    each given repeatedly, or a larger set of words whose every value recurs on average ``enum_recur`` times
+    (the hours a desk books, its venues; not numbers: recurring account numbers are still codes) — the agent
+    then reads the value in the spelling the API was given.
     The description is the argument's name in words (``PatientName`` -> "Patient name"): the slot reader
     judges what a value may be (a person's name, a time) from it."""
     kind = _type_of(values)
@@ -494,7 +495,8 @@ def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
     description = (words[:1].upper() + words[1:].lower()) if words else name
     if kind == "string" and 2 <= len(counts) and (
             (len(counts) <= cfg.enum_max and min(counts.values()) >= 2 and len(values) >= 5 * len(counts))
-            or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts))):
+            or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts)
+                and all(re.search(r"[A-Za-z]", v) for v in counts))):  # recurring numbers are codes, not a set
         return Slot(name=name, description=description, type="enum", enum=sorted(counts), required=False)
     return Slot(name=name, description=description, type={"boolean": "boolean", "integer": "integer",
                                                           "number": "number"}.get(kind, "string"), required=False)

@@ -138,7 +138,9 @@ def _domain(field: dict) -> list[Any]:
     if kind == "Boolean":
         return [True, False]
     if kind == "Integer":
-        return list(range(field.get("Min", 0), field.get("Max", 100) + 1))
+        # a bound may be a rule over another field ("!lambda p: p[...] + 2"): the default range then
+        lo, hi = field.get("Min", 0), field.get("Max", 100)
+        return list(range(lo if isinstance(lo, int) else 0, (hi if isinstance(hi, int) else 100) + 1))
     return list(field.get("Categories", []))
 
 
