@@ -64,6 +64,10 @@ def test_branches_and_returns_keep_to_the_fields_the_api_documents(booking):
     assert not any("Status" in t for t in graph.tests.values())
     assert "Status" not in wf.api("reserve").returns
     assert "Status in" not in wf.procedure
+    # the recorded results still say which outcome was bad ("Unavailable"): the branch reads the outcome
+    # the running API states, in its own words
+    assert graph.labels["check", "inform_full"] == "unavailable"
+    assert 'COND("check result -> unavailable")' in wf.procedure
 
 
 def test_slot_definitions_say_what_the_reader_needs():

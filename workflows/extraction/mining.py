@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 from ..importers.common import escape_template
 from ..importers.mermaid import Edge, Flowchart, Node, NodeAction, compile_graph, pystr
 from ..pdl import BUILTIN_ANSWERS, Answer, Api, Binding, Slot, Workflow
+from ..semantics import result_polarity
 from ..text import split_identifier
 from .transcripts import ApiCall, Transcript
 
@@ -196,6 +197,29 @@ def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Call
         hit += (major if pol is None else (s_yes if pol else s_no)) == s
     base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
     return {s_yes: "yes", s_no: "no"} if hit / len(occs) - base >= gain else None
+
+
+def _outcome_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "available"|"unavailable"}`` when whether the call's recorded result states a good
+    or a bad outcome (``semantics.result_polarity``: "Unavailable", "Reservation Failed") predicts the
+    successor better than the majority by ``gain``.  The branch then reads the outcome the running API
+    states in its own words — the fallback when no documented field explains the successor."""
+    by: dict[bool, Counter] = {True: Counter(), False: Counter()}
+    feats = []
+    for o, s in occs:
+        pol = result_polarity((o.api.result if o.api else None) or {})
+        feats.append((pol, s))
+        if pol is not None:
+            by[pol][s] += 1
+    if not by[True] or not by[False]:
+        return None
+    s_ok, s_bad = by[True].most_common(1)[0][0], by[False].most_common(1)[0][0]
+    if s_ok == s_bad:
+        return None
+    counts = Counter(s for _, s in occs)
+    major = counts.most_common(1)[0][0]
+    acc = sum((major if p is None else (s_ok if p else s_bad)) == s for p, s in feats) / len(occs)
+    return {s_ok: "available", s_bad: "unavailable"} if acc - counts[major] / len(occs) >= gain else None
 
 
 def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
@@ -403,6 +427,14 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         occs = [(o, b) for b in outs for o in follow[a, b]]
         if a in api_of:
             split = _result_split(occs, cfg.branch_gain, outputs(api_of[a]) if outputs else None)
+            outcome = _outcome_split(occs, cfg.branch_gain) if split is None else None
+            if outcome is not None:
+                for b in outs:
+                    if outcome.get(b):
+                        graph.labels[a, b] = outcome[b]
+                    else:
+                        graph.edges.pop((a, b))
+                continue
             if split is not None:
                 f, mapping = split
                 for b in outs:
@@ -439,6 +471,12 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     # transition from a reachable node that either ends (b follows it) or has one successor c that b
     # may precede (b is written between them: an optional step, skipped by the executor when its slot
     # is filled).  Never as an unexplained branch: the executor could not decide it.
+    def a_outcome(a: str, b: str, c: str) -> bool:
+        """b is another outcome of the call a (the usual one leads to c), not a step between a and c: after
+        b, the conversations rarely go on to c directly.  Written inline, b would be said after every call."""
+        out_b = sum(n for (x, _), n in dfg.items() if x == b)
+        return dfg[b, c] < 0.5 * out_b
+
     while True:
         reach = set(graph.reachable())
         loose = [n for n in graph.nodes if n not in reach]
@@ -448,8 +486,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             nxt = [c for (x, c) in graph.edges if x == a]
             if not nxt:
                 graph.edges[a, b] = dfg[a, b]
-            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) \
-                    and all(y == nxt[0] for (x, y) in graph.edges if x == b):
+            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and not (a in api_of and a_outcome(a, b, nxt[0])) \
+                    and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) and all(y == nxt[0] for (x, y) in graph.edges if x == b):
                 graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
                 graph.edges[a, b] = dfg[a, b]
             else:
