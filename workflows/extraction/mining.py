@@ -10,14 +10,17 @@
    the agent skipped b) are dropped, as in a transitive reduction of the eventually-follows order.
 4. Branches: a node with several successors keeps a successor only when the data explain it —
    after an API call by its result (empty vs found: ``query_success``/``query_failure``; else the
-   value of one returned field, written as a real PDL test ``Field in [...]``), after a question by
+   value of one returned field the API is documented to return, written as a real PDL test
+   ``Field in [...]``; else whether the result states a good or bad outcome, ``available``/
+   ``unavailable`` as ``semantics.result_polarity`` reads it at run time), after a question by
    the user's answer: whether it contains a value the latest call returned (``correct``/``incorrect``),
    else its yes/no as the executor's own detector reads it (``polarity``, passed in), else (no detector)
    the word most specific to the answers that led there.
    Unexplained successors are dropped; the most frequent one is the default (``else``).
 5. The workflow: slots and API parameters from the call arguments (types from the values, required
-   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``); the slot
-   an asking reply collects = the argument whose later value the user's reply contains most often;
+   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``; described
+   in words, enums when their values form a closed set of words); the slot an asking reply collects =
+   the argument whose later value the user's reply contains most often (lower confidence bound);
    ANSWER templates = the agent's most frequent phrasing with slot/result values replaced by
    ``${Name}``; the procedure compiled from the graph by ``importers.mermaid.compile_graph`` (loops,
    merges, preconditions from dominating API calls).
@@ -428,7 +431,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         if a in api_of:
             split = _result_split(occs, cfg.branch_gain, outputs(api_of[a]) if outputs else None)
             outcome = _outcome_split(occs, cfg.branch_gain) if split is None else None
-            if outcome is not None:
+            if outcome is not None:  # no documented field explains it: the outcome the result states does
                 for b in outs:
                     if outcome.get(b):
                         graph.labels[a, b] = outcome[b]
@@ -470,12 +473,11 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     # every node reachable: a node left without a way in is attached through its most used incoming
     # transition from a reachable node that either ends (b follows it) or has one successor c that b
     # may precede (b is written between them: an optional step, skipped by the executor when its slot
-    # is filled).  Never as an unexplained branch: the executor could not decide it.
-    def a_outcome(a: str, b: str, c: str) -> bool:
-        """b is another outcome of the call a (the usual one leads to c), not a step between a and c: after
-        b, the conversations rarely go on to c directly.  Written inline, b would be said after every call."""
-        out_b = sum(n for (x, _), n in dfg.items() if x == b)
-        return dfg[b, c] < 0.5 * out_b
+    # is filled).  Never as an unexplained branch: the executor could not decide it.  Nor inline after a
+    # call when b is another outcome of that call (``other_outcome``): it would be said after every call.
+    def other_outcome(b: str, c: str) -> bool:
+        """After b the conversations rarely go on to c directly: b is not a step between the call and c."""
+        return dfg[b, c] < 0.5 * sum(n for (x, _), n in dfg.items() if x == b)
 
     while True:
         reach = set(graph.reachable())
@@ -486,8 +488,9 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             nxt = [c for (x, c) in graph.edges if x == a]
             if not nxt:
                 graph.edges[a, b] = dfg[a, b]
-            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and not (a in api_of and a_outcome(a, b, nxt[0])) \
-                    and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) and all(y == nxt[0] for (x, y) in graph.edges if x == b):
+            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and not (a in api_of and other_outcome(b, nxt[0])) \
+                    and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) \
+                    and all(y == nxt[0] for (x, y) in graph.edges if x == b):
                 graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
                 graph.edges[a, b] = dfg[a, b]
             else:
