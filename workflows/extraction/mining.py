@@ -179,71 +179,49 @@ def _result_split(occs: list[tuple[StepOcc, str]], gain: float, fields: set[str]
     return (best[1], best[2]) if best else None
 
 
-def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Callable[[str], bool | None]
-                    ) -> dict[str, str] | None:
-    """``{successor: "yes"|"no"}`` when the user's yes/no (as ``polarity`` reads it, the executor's own
-    reading) predicts the successor better than the majority by ``gain``; else None."""
-    by_pol: dict[bool, Counter] = {True: Counter(), False: Counter()}
-    for o, s in occs:
-        pol = polarity(o.reply) if o.reply else None
-        if pol is not None:
-            by_pol[pol][s] += 1
-    if not by_pol[True] or not by_pol[False]:
-        return None
-    s_yes, s_no = by_pol[True].most_common(1)[0][0], by_pol[False].most_common(1)[0][0]
-    if s_yes == s_no:
-        return None
-    major = Counter(s for _, s in occs).most_common(1)[0][0]
-    hit = 0
-    for o, s in occs:
-        pol = polarity(o.reply) if o.reply else None
-        hit += (major if pol is None else (s_yes if pol else s_no)) == s
-    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
-    return {s_yes: "yes", s_no: "no"} if hit / len(occs) - base >= gain else None
-
-
-def _outcome_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
-    """``{successor: "available"|"unavailable"}`` when whether the call's recorded result states a good
-    or a bad outcome (``semantics.result_polarity``: "Unavailable", "Reservation Failed") predicts the
-    successor better than the majority by ``gain``.  The branch then reads the outcome the running API
-    states in its own words — the fallback when no documented field explains the successor."""
+def _binary_split(feats: list[tuple[bool | None, str]], gain: float, labels: tuple[str, str]
+                  ) -> dict[str, str] | None:
+    """``{successor: labels[0] | labels[1]}`` when a true/false feature of each transition (None = not
+    known; those follow the majority) predicts the successor better than the majority by ``gain``."""
     by: dict[bool, Counter] = {True: Counter(), False: Counter()}
-    feats = []
-    for o, s in occs:
-        pol = result_polarity((o.api.result if o.api else None) or {})
-        feats.append((pol, s))
-        if pol is not None:
-            by[pol][s] += 1
-    if not by[True] or not by[False]:
-        return None
-    s_ok, s_bad = by[True].most_common(1)[0][0], by[False].most_common(1)[0][0]
-    if s_ok == s_bad:
-        return None
-    counts = Counter(s for _, s in occs)
-    major = counts.most_common(1)[0][0]
-    acc = sum((major if p is None else (s_ok if p else s_bad)) == s for p, s in feats) / len(occs)
-    return {s_ok: "available", s_bad: "unavailable"} if acc - counts[major] / len(occs) >= gain else None
-
-
-def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
-    """``{successor: "correct"|"incorrect"}`` when whether the user's reply contains a value the latest API
-    call returned (an expected answer, a code) predicts the successor better than the majority by ``gain``."""
-    by: dict[bool, Counter] = {True: Counter(), False: Counter()}
-    feats = []
-    for o, s in occs:
-        low = o.reply.lower()
-        hit = any(_scalar(v) and not isinstance(v, bool) and len(str(v)) >= 2 and str(v).lower() in low
-                  for v in o.last_result.values())
-        feats.append((hit, s))
-        by[hit][s] += 1
+    for f, s in feats:
+        if f is not None:
+            by[f][s] += 1
     if not by[True] or not by[False]:
         return None
     s_t, s_f = by[True].most_common(1)[0][0], by[False].most_common(1)[0][0]
     if s_t == s_f:
         return None
-    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
-    acc = sum((s_t if h else s_f) == s for h, s in feats) / len(occs)
-    return {s_t: "correct", s_f: "incorrect"} if acc - base >= gain else None
+    counts = Counter(s for _, s in feats)
+    major = counts.most_common(1)[0][0]
+    acc = sum((major if f is None else (s_t if f else s_f)) == s for f, s in feats) / len(feats)
+    return {s_t: labels[0], s_f: labels[1]} if acc - counts[major] / len(feats) >= gain else None
+
+
+def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Callable[[str], bool | None]
+                    ) -> dict[str, str] | None:
+    """``{successor: "yes"|"no"}`` by the user's yes/no (as ``polarity`` reads it, the executor's own
+    reading)."""
+    return _binary_split([(polarity(o.reply) if o.reply else None, s) for o, s in occs], gain, ("yes", "no"))
+
+
+def _outcome_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "available"|"unavailable"}`` by whether the call's recorded result states a good or a
+    bad outcome (``semantics.result_polarity``: "Unavailable", "Reservation Failed").  The branch then
+    reads the outcome the running API states in its own words — the fallback when no documented field
+    explains the successor."""
+    return _binary_split([(result_polarity((o.api.result if o.api else None) or {}), s) for o, s in occs], gain,
+                         ("available", "unavailable"))
+
+
+def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "correct"|"incorrect"}`` by whether the user's reply contains a value the latest API
+    call returned (an expected answer, a code)."""
+    def hit(o: StepOcc) -> bool:
+        low = o.reply.lower()
+        return any(_scalar(v) and not isinstance(v, bool) and len(str(v)) >= 2 and str(v).lower() in low
+                   for v in o.last_result.values())
+    return _binary_split([(hit(o), s) for o, s in occs], gain, ("correct", "incorrect"))
 
 
 def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
@@ -430,14 +408,6 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         occs = [(o, b) for b in outs for o in follow[a, b]]
         if a in api_of:
             split = _result_split(occs, cfg.branch_gain, outputs(api_of[a]) if outputs else None)
-            outcome = _outcome_split(occs, cfg.branch_gain) if split is None else None
-            if outcome is not None:  # no documented field explains it: the outcome the result states does
-                for b in outs:
-                    if outcome.get(b):
-                        graph.labels[a, b] = outcome[b]
-                    else:
-                        graph.edges.pop((a, b))
-                continue
             if split is not None:
                 f, mapping = split
                 for b in outs:
@@ -451,17 +421,18 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                         graph.labels[a, b] = f"{f} is {' or '.join(map(str, vs))}"
                         graph.tests[a, b] = f"{f} in [{', '.join(pystr(str(v)) for v in vs)}]"
                 continue
+            words = _outcome_split(occs, cfg.branch_gain)  # no documented field explains it: the stated outcome
         else:
             words = _match_split(occs, cfg.branch_gain) or (  # a returned value is as precise as a result test
                 _polarity_split(occs, cfg.answer_gain, polarity) if polarity is not None
                 else _answer_split(occs, cfg.answer_gain))
-            if words is not None:
-                for b in outs:
-                    if words.get(b):
-                        graph.labels[a, b] = words[b]
-                    else:
-                        graph.edges.pop((a, b))
-                continue
+        if words is not None:
+            for b in outs:
+                if words.get(b):
+                    graph.labels[a, b] = words[b]
+                else:
+                    graph.edges.pop((a, b))
+            continue
         top = max(outs, key=lambda b: graph.edges[a, b])  # unexplained: the usual way only
         for b in outs:
             if b != top:
