@@ -81,7 +81,8 @@ def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: i
     from workflows.text import yes_no
 
     res = extract_library(src.transcripts, out_lib, cfg, embed=embed, select=select, domain_of=src.domain_of,
-                          binding_for=src.binding_for, domain_text=src.domain_text, polarity=yes_no)
+                          binding_for=src.binding_for, outputs_for=src.outputs_for, domain_text=src.domain_text,
+                          polarity=yes_no)
     extract_s = time.perf_counter() - t0
     dialogues = len({t.id.split("#")[0] for t in src.transcripts})
     struct = structure(res.graphs, gold_charts(star_dir(data)))

@@ -81,6 +81,7 @@ def extract(state: ExtractState) -> dict:
     src = _source(state)
     res = extract_library(src.transcripts, state["out"], MiningConfig(), embed=_embed(state.get("embedder", "")),
                           select=state.get("select", 0), domain_of=src.domain_of, binding_for=src.binding_for,
+                          outputs_for=src.outputs_for,
                           domain_text=src.domain_text, polarity=_polarity(),
                           llm=_llm(state.get("method", ""), state.get("model", "")))
     return {"tasks": sorted(res.workflows), "library": str(res.root), "seconds": round(res.seconds, 2)}
@@ -167,7 +168,8 @@ def extract_command(
                   TextColumn("{task.fields[current]}"), console=console) as bar:
         tick = bar.add_task(f"extracting {src.label}", total=len(tasks), current="")
         res = extract_library(src.transcripts, out, MiningConfig(), embed=_embed(embedder), select=select,
-                              domain_of=src.domain_of, binding_for=src.binding_for, domain_text=src.domain_text,
+                              domain_of=src.domain_of, binding_for=src.binding_for, outputs_for=src.outputs_for,
+                              domain_text=src.domain_text,
                               polarity=_polarity(), llm=llm, progress=lambda task: bar.update(tick, advance=1, current=task))
     lib, issues = check_library(out)
     skipped = sorted(set(tasks) - set(res.workflows))

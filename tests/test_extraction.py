@@ -57,6 +57,33 @@ def test_miner_recovers_the_synthetic_workflow(booking):
     assert wf.answer("inform_booked").precondition == ["reserve"]
 
 
+def test_branches_and_returns_keep_to_the_fields_the_api_documents(booking):
+    """The recorded results branch on ``Status``; an API documented to return other fields gets no test on
+    it (the running tool would never return it) and does not list it among its returns."""
+    wf, graph = build_workflow("book_table", booking, outputs=lambda api: {"Table"})
+    assert not any("Status" in t for t in graph.tests.values())
+    assert "Status" not in wf.api("reserve").returns
+    assert "Status in" not in wf.procedure
+    # the recorded results still say which outcome was bad ("Unavailable"): the branch reads the outcome
+    # the running API states, in its own words
+    assert graph.labels["check", "inform_full"] == "unavailable"
+    assert 'COND("check result -> unavailable")' in wf.procedure
+
+
+def test_slot_definitions_say_what_the_reader_needs():
+    """A readable description (the reader judges a person's name or a time from it); a recurring set of
+    words is an enum; recurring numbers stay codes; a reply collects a slot on strong evidence only
+    (7 of 7 is weaker than 54 of 57)."""
+    from workflows.extraction.mining import MiningConfig, _lower_bound, _slot
+
+    cfg = MiningConfig()
+    assert _slot("PatientName", ["Ann", "Bo"], cfg).description == "Patient name"
+    hours = [f"{h} pm" for h in range(1, 13)] * 12
+    assert _slot("StartTimeHour", hours, cfg).type == "enum"
+    assert _slot("AccountNumber", [str(1000 + i) for i in range(13)] * 12, cfg).type == "string"
+    assert _lower_bound(54, 57) > _lower_bound(7, 7) > 0.5
+
+
 def test_result_emptiness_becomes_success_failure_branches():
     lines = []
     for i in range(12):
@@ -146,7 +173,8 @@ def test_star_extraction_structure_and_speed(tmp_path):
     from workflows.importers.star import gold_charts
 
     src = load_source("star", DATA, "train")
-    res = extract_library(src.transcripts, tmp_path / "lib", domain_of=src.domain_of, binding_for=src.binding_for)
+    res = extract_library(src.transcripts, tmp_path / "lib", domain_of=src.domain_of, binding_for=src.binding_for,
+                          outputs_for=src.outputs_for)
     assert len(res.workflows) == 24 and check_library(tmp_path / "lib")[1] == []
     assert res.seconds < 60
     macro = structure(res.graphs, gold_charts(DATA / "star"))["macro"]

@@ -322,6 +322,32 @@ def test_star_importer_and_kb_tool_on_fixture(tmp_path):
         star_kb._spec.cache_clear()
 
 
+def test_star_kb_takes_values_as_the_api_input_spec_spells_them(tmp_path):
+    """A KB value spec may store a field otherwise than the API takes it (an hour as an integer, its end
+    bound a rule over another field): the API's input spec decides what a caller may pass."""
+    from workflows.importers import star_kb
+
+    root = tmp_path / "star"
+    (root / "apis" / "apis").mkdir(parents=True)
+    (root / "apis" / "dbs").mkdir(parents=True)
+    (root / "apis" / "apis" / "visit.json").write_text(json.dumps({
+        "input": [{"Name": "StartTimeHour", "Type": "Categorical", "Categories": ["7 pm", "8 pm"]},
+                  {"Name": "PatientName", "Type": "ShortString"}],
+        "output": [{"Name": "Message", "Type": "ShortString"}], "db": "agenda"}))
+    (root / "apis" / "dbs" / "agenda.json").write_text(json.dumps([
+        {"Name": "StartTimeHour", "Type": "Integer", "Min": 0, "Max": 23},
+        {"Name": "EndTimeHour", "Type": "Integer", "Min": '!lambda p: p["StartTimeHour"] + 2'}]))
+    star_kb.register_data_dir(root)
+    try:
+        got = star_kb.query("visit", StartTimeHour="8 pm", PatientName="Ann")
+        assert "error" not in got and got["StartTimeHour"] == "8 pm"
+        assert "error" in star_kb.query("visit", StartTimeHour="9 pm")
+        assert star_kb.returned_fields("visit") == {"Message", "StartTimeHour", "EndTimeHour"}
+    finally:
+        star_kb._registered = None
+        star_kb._spec.cache_clear()
+
+
 # --- the real datasets ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

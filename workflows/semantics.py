@@ -136,6 +136,18 @@ def _polarity_facts(text: str) -> dict[str, bool]:
     return facts
 
 
+def result_polarity(results: Mapping[str, Any]) -> bool | None:
+    """Whether returned values state an available/successful outcome ("Unavailable", "Reservation
+    Failed" -> False), the latest value that states one deciding; None when none does.  What the
+    ``available``/``unavailable`` outcomes of a compiled branch are judged by."""
+    for v in reversed(list(results.values())):
+        if not isinstance(v, (dict, list)):
+            facts = _polarity_facts(str(v))
+            if "avail" in facts or "ok" in facts:
+                return facts.get("avail", facts.get("ok"))
+    return None
+
+
 # compile_graph writes "(first time, or again after: <labels>)" or, with unlabelled back edges, "(first time, or again)"
 _LOOP_HEADER = re.compile(r"\(first time, or again(?: after:|\))", re.I)
 
@@ -162,11 +174,9 @@ def _judge_outcome(label: str, scope: "Scope") -> Any:
             return UNKNOWN
         return bool(ok) == (lab == "query_success")
     if lab in ("available", "unavailable"):
-        for v in reversed(list(results.values())):
-            if not isinstance(v, (dict, list)):
-                facts = _polarity_facts(str(v))
-                if "avail" in facts or "ok" in facts:
-                    return facts.get("avail", facts.get("ok")) == (lab == "available")
+        stated = result_polarity(results)
+        if stated is not None:
+            return stated == (lab == "available")
         ok = scope.result_ok
         return UNKNOWN if ok is None else bool(ok) == (lab == "available")
     if lab in ("correct", "incorrect", "noanswer", "done"):

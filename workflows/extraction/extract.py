@@ -71,14 +71,17 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
                     embed: Embed | None = None, select: int = 0,
                     domain_of: Callable[[str, Sequence[Transcript]], str] | None = None,
                     binding_for: Callable[[str], Binding | None] | None = None,
+                    outputs_for: Callable[[str], set[str] | None] | None = None,
                     domain_text: dict[str, str] | None = None,
                     polarity: Callable[[str], bool | None] | None = None,
                     llm: tuple[str, Callable] | None = None, llm_conversations: int = 5,
                     progress: Callable[[str], None] | None = None) -> ExtractionResult:
     """``embed``: the embedding for Proc-Sim (default ``bag_embed``, the offline one); ``select`` > 0 mines
     only the ``select`` most representative conversations per task; ``polarity`` reads user replies as
-    yes/no (``mining.mine_graph``); ``llm`` = (method, chat) extracts with a model instead of the miner
-    (``qa_cot.extract_llm``, from ``llm_conversations`` representatives); ``progress(task)`` after each task."""
+    yes/no (``mining.mine_graph``); ``outputs_for(api)``: the fields an API is documented to return (API
+    returns and branch tests keep to them; None = unknown, the recorded results decide); ``llm`` = (method,
+    chat) extracts with a model instead of the miner (``qa_cot.extract_llm``, from ``llm_conversations``
+    representatives); ``progress(task)`` after each task."""
     embed = embed or bag_embed
     t0 = time.perf_counter()
     groups = group_by_task(transcripts)
@@ -105,7 +108,8 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
                 continue
             wf, graph = build_workflow(task, list(mined_from), config, domain=domain, role=role,
                                        description=_description(task, reps), binding_for=binding_for,
-                                       exclude=foreign[task], polarity=polarity, common=common)
+                                       exclude=foreign[task], polarity=polarity, common=common,
+                                       outputs=outputs_for)
         except ValueError as exc:  # a task with too little signal is reported, not fatal for the others
             if progress:
                 progress(task)

@@ -10,14 +10,17 @@
    the agent skipped b) are dropped, as in a transitive reduction of the eventually-follows order.
 4. Branches: a node with several successors keeps a successor only when the data explain it —
    after an API call by its result (empty vs found: ``query_success``/``query_failure``; else the
-   value of one returned field, written as a real PDL test ``Field in [...]``), after a question by
+   value of one returned field the API is documented to return, written as a real PDL test
+   ``Field in [...]``; else whether the result states a good or bad outcome, ``available``/
+   ``unavailable`` as ``semantics.result_polarity`` reads it at run time), after a question by
    the user's answer: whether it contains a value the latest call returned (``correct``/``incorrect``),
    else its yes/no as the executor's own detector reads it (``polarity``, passed in), else (no detector)
    the word most specific to the answers that led there.
    Unexplained successors are dropped; the most frequent one is the default (``else``).
 5. The workflow: slots and API parameters from the call arguments (types from the values, required
-   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``); the slot
-   an asking reply collects = the argument whose later value the user's reply contains most often;
+   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``; described
+   in words, enums when their values form a closed set of words); the slot an asking reply collects =
+   the argument whose later value the user's reply contains most often (lower confidence bound);
    ANSWER templates = the agent's most frequent phrasing with slot/result values replaced by
    ``${Name}``; the procedure compiled from the graph by ``importers.mermaid.compile_graph`` (loops,
    merges, preconditions from dominating API calls).
@@ -34,6 +37,8 @@ from typing import Any, Callable, Iterable
 from ..importers.common import escape_template
 from ..importers.mermaid import Edge, Flowchart, Node, NodeAction, compile_graph, pystr
 from ..pdl import BUILTIN_ANSWERS, Answer, Api, Binding, Slot, Workflow
+from ..semantics import result_polarity
+from ..text import split_identifier
 from .transcripts import ApiCall, Transcript
 
 START, END = "__start__", "__end__"
@@ -49,8 +54,10 @@ class MiningConfig:
     branch_gain: float = 0.05  # a result test must predict the successor this much better than the majority
     answer_gain: float = 0.2  # so must the user's answer (words are noisier than returned values)
     answer_support: float = 0.02  # replies used this often are ANSWERs even outside the procedure
-    slot_share: float = 0.3  # an asking reply collects an argument its answers contain this often
+    slot_share: float = 0.3  # an asking reply collects an argument its answers contain this often (lower bound)
     enum_max: int = 12  # an argument with at most this many distinct values, each repeated, is an enum
+    enum_closed: int = 30  # so is one with at most this many whose values recur ``enum_recur`` times on average
+    enum_recur: float = 10.0
     param_share: float = 0.1  # an argument given this often is a parameter
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
@@ -139,9 +146,12 @@ def _scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool)) and len(str(v)) <= 60
 
 
-def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, dict[str, set]] | None:
+def _result_split(occs: list[tuple[StepOcc, str]], gain: float, fields: set[str] | None = None
+                  ) -> tuple[str, dict[str, set]] | None:
     """The result feature that best predicts the successor: ("", {succ: {"empty"|"found"}}) or
-    (field, {succ: {values}}); None when nothing beats the majority by ``gain``."""
+    (field, {succ: {values}}); None when nothing beats the majority by ``gain``.  ``fields``: the fields
+    the API is documented to return (None = unknown); a branch never tests a field the API does not
+    return, however often the recorded results held it."""
     succ = Counter(s for _, s in occs)
     base = succ.most_common(1)[0][1] / len(occs)
     feats: dict[str, list[tuple[Any, str]]] = defaultdict(list)
@@ -149,7 +159,7 @@ def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, di
         res = (o.api.result if o.api else None) or {}
         feats[""].append(("found" if res else "empty", s))
         for k, v in res.items():
-            if _scalar(v):
+            if _scalar(v) and (fields is None or k in fields):
                 feats[k].append((v, s))
     best = None
     for f, pairs in feats.items():
@@ -169,48 +179,49 @@ def _result_split(occs: list[tuple[StepOcc, str]], gain: float) -> tuple[str, di
     return (best[1], best[2]) if best else None
 
 
-def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Callable[[str], bool | None]
-                    ) -> dict[str, str] | None:
-    """``{successor: "yes"|"no"}`` when the user's yes/no (as ``polarity`` reads it, the executor's own
-    reading) predicts the successor better than the majority by ``gain``; else None."""
-    by_pol: dict[bool, Counter] = {True: Counter(), False: Counter()}
-    for o, s in occs:
-        pol = polarity(o.reply) if o.reply else None
-        if pol is not None:
-            by_pol[pol][s] += 1
-    if not by_pol[True] or not by_pol[False]:
-        return None
-    s_yes, s_no = by_pol[True].most_common(1)[0][0], by_pol[False].most_common(1)[0][0]
-    if s_yes == s_no:
-        return None
-    major = Counter(s for _, s in occs).most_common(1)[0][0]
-    hit = 0
-    for o, s in occs:
-        pol = polarity(o.reply) if o.reply else None
-        hit += (major if pol is None else (s_yes if pol else s_no)) == s
-    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
-    return {s_yes: "yes", s_no: "no"} if hit / len(occs) - base >= gain else None
-
-
-def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
-    """``{successor: "correct"|"incorrect"}`` when whether the user's reply contains a value the latest API
-    call returned (an expected answer, a code) predicts the successor better than the majority by ``gain``."""
+def _binary_split(feats: list[tuple[bool | None, str]], gain: float, labels: tuple[str, str]
+                  ) -> dict[str, str] | None:
+    """``{successor: labels[0] | labels[1]}`` when a true/false feature of each transition (None = not
+    known; those follow the majority) predicts the successor better than the majority by ``gain``."""
     by: dict[bool, Counter] = {True: Counter(), False: Counter()}
-    feats = []
-    for o, s in occs:
-        low = o.reply.lower()
-        hit = any(_scalar(v) and not isinstance(v, bool) and len(str(v)) >= 2 and str(v).lower() in low
-                  for v in o.last_result.values())
-        feats.append((hit, s))
-        by[hit][s] += 1
+    for f, s in feats:
+        if f is not None:
+            by[f][s] += 1
     if not by[True] or not by[False]:
         return None
     s_t, s_f = by[True].most_common(1)[0][0], by[False].most_common(1)[0][0]
     if s_t == s_f:
         return None
-    base = Counter(s for _, s in occs).most_common(1)[0][1] / len(occs)
-    acc = sum((s_t if h else s_f) == s for h, s in feats) / len(occs)
-    return {s_t: "correct", s_f: "incorrect"} if acc - base >= gain else None
+    counts = Counter(s for _, s in feats)
+    major = counts.most_common(1)[0][0]
+    acc = sum((major if f is None else (s_t if f else s_f)) == s for f, s in feats) / len(feats)
+    return {s_t: labels[0], s_f: labels[1]} if acc - counts[major] / len(feats) >= gain else None
+
+
+def _polarity_split(occs: list[tuple[StepOcc, str]], gain: float, polarity: Callable[[str], bool | None]
+                    ) -> dict[str, str] | None:
+    """``{successor: "yes"|"no"}`` by the user's yes/no (as ``polarity`` reads it, the executor's own
+    reading)."""
+    return _binary_split([(polarity(o.reply) if o.reply else None, s) for o, s in occs], gain, ("yes", "no"))
+
+
+def _outcome_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "available"|"unavailable"}`` by whether the call's recorded result states a good or a
+    bad outcome (``semantics.result_polarity``: "Unavailable", "Reservation Failed").  The branch then
+    reads the outcome the running API states in its own words — the fallback when no documented field
+    explains the successor."""
+    return _binary_split([(result_polarity((o.api.result if o.api else None) or {}), s) for o, s in occs], gain,
+                         ("available", "unavailable"))
+
+
+def _match_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
+    """``{successor: "correct"|"incorrect"}`` by whether the user's reply contains a value the latest API
+    call returned (an expected answer, a code)."""
+    def hit(o: StepOcc) -> bool:
+        low = o.reply.lower()
+        return any(_scalar(v) and not isinstance(v, bool) and len(str(v)) >= 2 and str(v).lower() in low
+                   for v in o.last_result.values())
+    return _binary_split([(hit(o), s) for o, s in occs], gain, ("correct", "incorrect"))
 
 
 def _answer_split(occs: list[tuple[StepOcc, str]], gain: float) -> dict[str, str] | None:
@@ -286,10 +297,12 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, share
 
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
-               common: dict[str, float] | None = None) -> MinedGraph:
+               common: dict[str, float] | None = None,
+               outputs: Callable[[str], set[str] | None] | None = None) -> MinedGraph:
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
-    (what the offline executor can judge); without it, each is labelled by its most specific word."""
+    (what the offline executor can judge); without it, each is labelled by its most specific word;
+    ``outputs(api)``: the fields an API is documented to return (None = unknown)."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
@@ -394,7 +407,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             continue
         occs = [(o, b) for b in outs for o in follow[a, b]]
         if a in api_of:
-            split = _result_split(occs, cfg.branch_gain)
+            split = _result_split(occs, cfg.branch_gain, outputs(api_of[a]) if outputs else None)
             if split is not None:
                 f, mapping = split
                 for b in outs:
@@ -408,17 +421,18 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                         graph.labels[a, b] = f"{f} is {' or '.join(map(str, vs))}"
                         graph.tests[a, b] = f"{f} in [{', '.join(pystr(str(v)) for v in vs)}]"
                 continue
+            words = _outcome_split(occs, cfg.branch_gain)  # no documented field explains it: the stated outcome
         else:
             words = _match_split(occs, cfg.branch_gain) or (  # a returned value is as precise as a result test
                 _polarity_split(occs, cfg.answer_gain, polarity) if polarity is not None
                 else _answer_split(occs, cfg.answer_gain))
-            if words is not None:
-                for b in outs:
-                    if words.get(b):
-                        graph.labels[a, b] = words[b]
-                    else:
-                        graph.edges.pop((a, b))
-                continue
+        if words is not None:
+            for b in outs:
+                if words.get(b):
+                    graph.labels[a, b] = words[b]
+                else:
+                    graph.edges.pop((a, b))
+            continue
         top = max(outs, key=lambda b: graph.edges[a, b])  # unexplained: the usual way only
         for b in outs:
             if b != top:
@@ -430,7 +444,12 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     # every node reachable: a node left without a way in is attached through its most used incoming
     # transition from a reachable node that either ends (b follows it) or has one successor c that b
     # may precede (b is written between them: an optional step, skipped by the executor when its slot
-    # is filled).  Never as an unexplained branch: the executor could not decide it.
+    # is filled).  Never as an unexplained branch: the executor could not decide it.  Nor inline after a
+    # call when b is another outcome of that call (``other_outcome``): it would be said after every call.
+    def other_outcome(b: str, c: str) -> bool:
+        """After b the conversations rarely go on to c directly: b is not a step between the call and c."""
+        return dfg[b, c] < 0.5 * sum(n for (x, _), n in dfg.items() if x == b)
+
     while True:
         reach = set(graph.reachable())
         loose = [n for n in graph.nodes if n not in reach]
@@ -440,7 +459,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             nxt = [c for (x, c) in graph.edges if x == a]
             if not nxt:
                 graph.edges[a, b] = dfg[a, b]
-            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) \
+            elif len(nxt) == 1 and (a, nxt[0]) not in graph.labels and not (a in api_of and other_outcome(b, nxt[0])) \
+                    and (dfg[b, nxt[0]] > 0 or precedes(b, nxt[0])) \
                     and all(y == nxt[0] for (x, y) in graph.edges if x == b):
                 graph.edges[b, nxt[0]] = graph.edges.pop((a, nxt[0]))
                 graph.edges[a, b] = dfg[a, b]
@@ -475,14 +495,23 @@ def _type_of(values: list[Any]) -> str:
 
 
 def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
-    """A slot from an argument's values; few distinct strings, each given repeatedly, make an enum."""
+    """A slot from an argument's values.  An enum when the values form a closed set: few distinct strings,
+    each given repeatedly, or a larger set of words whose every value recurs on average ``enum_recur`` times
+    (the hours a desk books, its venues; not numbers: recurring account numbers are still codes) — the agent
+    then reads the value in the spelling the API was given.
+    The description is the argument's name in words (``PatientName`` -> "Patient name"): the slot reader
+    judges what a value may be (a person's name, a time) from it."""
     kind = _type_of(values)
     counts = Counter(str(v) for v in values)
-    if kind == "string" and 2 <= len(counts) <= cfg.enum_max and min(counts.values()) >= 2 \
-            and len(values) >= 5 * len(counts):
-        return Slot(name=name, description=name, type="enum", enum=sorted(counts), required=False)
-    return Slot(name=name, description=name, type={"boolean": "boolean", "integer": "integer", "number": "number"}
-                .get(kind, "string"), required=False)
+    words = split_identifier(name).strip()
+    description = (words[:1].upper() + words[1:].lower()) if words else name
+    if kind == "string" and 2 <= len(counts) and (
+            (len(counts) <= cfg.enum_max and min(counts.values()) >= 2 and len(values) >= 5 * len(counts))
+            or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts)
+                and all(re.search(r"[A-Za-z]", v) for v in counts))):  # recurring numbers are codes, not a set
+        return Slot(name=name, description=description, type="enum", enum=sorted(counts), required=False)
+    return Slot(name=name, description=description, type={"boolean": "boolean", "integer": "integer",
+                                                          "number": "number"}.get(kind, "string"), required=False)
 
 
 def _abstract(text: str, values: dict[str, Any]) -> str:
@@ -496,6 +525,21 @@ def _abstract(text: str, values: dict[str, Any]) -> str:
     return out
 
 
+def _squash(text: str) -> str:
+    """Lower case letters and digits only: "10pm" holds "10 pm", "Dr Morgan" holds "Dr. Morgan"."""
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+def _lower_bound(hits: int, n: int, z: float = 1.64) -> float:
+    """Wilson's lower bound of a share: 7 of 7 replies is weaker evidence than 54 of 57."""
+    if n <= 0:
+        return 0.0
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 def _ident_value(v: Any) -> bool:
     return bool(re.fullmatch(r"[\w.-]+", str(v)))
 
@@ -504,12 +548,13 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                    domain: str = "general", role: str = "", description: str = "",
                    binding_for: Callable[[str], Binding | None] | None = None,
                    exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
-                   common: dict[str, float] | None = None) -> tuple[Workflow, MinedGraph]:
+                   common: dict[str, float] | None = None,
+                   outputs: Callable[[str], set[str] | None] | None = None) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude, polarity, common)
+    graph = mine_graph(trs, cfg, exclude, polarity, common, outputs)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
@@ -548,7 +593,8 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                 slot_vals[k].extend(vals)
                 if cnt >= cfg.required_share * len(cs):
                     required.append(k)
-        returns = Counter(k for c in cs for k in (c.result or {}))
+        documented = outputs(api) if outputs else None
+        returns = Counter(k for c in cs for k in (c.result or {}) if documented is None or k in documented)
         params: dict = {"type": "object", "properties": props}
         if required:
             params["required"] = sorted(required)
@@ -580,12 +626,12 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                 later = next((x.api.args for x in tr[i + 1:] if x.api is not None), {})
                 if o.reply and later:
                     asked += 1
-                    low = o.reply.lower()
+                    low = _squash(o.reply)
                     for k, v in later.items():
-                        if k in slot_names and _scalar(v) and len(str(v)) >= 2 and str(v).lower() in low:
+                        if k in slot_names and _scalar(v) and len(_squash(str(v))) >= 2 and _squash(str(v)) in low:
                             hits[k] += 1
         for k, c in hits.items():
-            rate[n, k] = c / asked
+            rate[n, k] = _lower_bound(c, asked)
         template = texts.most_common(1)[0][0] if texts else n.replace("_", " ")
         answers.append(Answer(name=rename[n], template=template))
     # each argument is collected by the reply whose answers hold it most often (one argument per reply)

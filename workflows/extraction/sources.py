@@ -26,6 +26,7 @@ class Source:
     label: str
     domain_of: Callable[[str, Sequence[Transcript]], str] | None = None
     binding_for: Callable[[str], Binding | None] | None = None
+    outputs_for: Callable[[str], set[str] | None] | None = None  # fields an API is documented to return
     domain_text: dict[str, str] = field(default_factory=dict)
 
 
@@ -79,13 +80,22 @@ def load_source(dataset: str | None = None, data: str | Path | None = None, spli
     if transcripts:
         return Source(load_transcripts(transcripts), str(transcripts))
     if dataset == "star":
+        from ..importers import star_kb
         from ..importers.star import DOMAIN_TEXT, domain_of
-        from .star import load_star_transcripts
+        from .star import load_star_transcripts, star_dir
+
+        star_kb.register_data_dir(star_dir(data))
+
+        def outputs_for(api: str) -> set[str] | None:  # the API spec's outputs: what the bound tool returns
+            try:
+                return star_kb.returned_fields(api)
+            except KeyError:
+                return None
 
         return Source(load_star_transcripts(data, split, limit, every), f"STAR {split}",
                       domain_of=lambda task, _ts: domain_of(task),
                       binding_for=lambda api: Binding(python=f"workflows.importers.star_kb:{api}"),
-                      domain_text=dict(DOMAIN_TEXT))
+                      outputs_for=outputs_for, domain_text=dict(DOMAIN_TEXT))
     if dataset == "abcd":
         return Source(_abcd_transcripts(Path(data)), "ABCD samples")
     raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")

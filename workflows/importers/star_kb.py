@@ -186,7 +186,9 @@ def query(api_name: str, **constraints: Any) -> dict[str, Any]:
     for key, value in constraints.items():
         if value is None or value == "":
             continue
-        field = fields.get(key) or inputs.get(key)
+        # the API's own input spec first: it says how callers spell a value ("8 pm"), where the KB's value
+        # spec may store it otherwise (an hour as an integer)
+        field = inputs.get(key) or fields.get(key)
         if field is None:
             continue  # an input the KB does not store (a name, a PIN): accepted, not filtered on
         op, arg = _parse(value)
@@ -223,6 +225,11 @@ def query(api_name: str, **constraints: Any) -> dict[str, Any]:
     total = len(items) + (rng.randint(0, 7) if spec["api"].get("returns_count") else 0)
     # The top-level fields under the names the imported workflow binds them to (its identifiers).
     return {**{identifier(k): v for k, v in items[0].items()}, "items": items, "total_items": total}
+
+
+def returned_fields(api_name: str) -> set[str]:
+    """The fields a query of ``api_name`` returns (its outputs and its KB's fields), as identifiers."""
+    return {identifier(k) for k in _spec(api_name)["fields"]}
 
 
 def _tool(api_name: str):
