@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 
 from memory.induce import MIN_CONFIDENCE, MIN_SUPPORT
 
-from graph.context import ClientContext, Context
+from graph.context import ENV_CLIENT_SETTINGS, ClientContext, Context, ContextError, client_settings_allowed
 
 
 class InduceState(TypedDict, total=False):
@@ -38,6 +38,15 @@ def default_log() -> str:
     from memory.ledger import ledger_location
 
     return events_location(ledger_location(None))
+
+
+def client_logs(state: InduceState) -> None:
+    """A served client reads the agent's own log only: ``logs`` names a file or database on the server, a
+    server-side setting like ``library`` or ``db_path`` (``FLOWDESK_CLIENT_SETTINGS=logs`` allows it)."""
+    if state.get("logs") and "logs" not in client_settings_allowed():
+        raise ContextError(f"logs: a server-side location; a client of the served induce graph reads the agent's "
+                           f"own event log (leave logs empty) unless the operator allows it with "
+                           f"{ENV_CLIENT_SETTINGS}=logs")
 
 
 def induce_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -68,9 +77,17 @@ def store_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"stored": store.upsert(Block.model_validate(b) for b in state.get("blocks") or [])}
 
 
+def served_induce_node(state: InduceState, runtime: Runtime[Context]) -> dict[str, Any]:
+    client_logs(state)
+    return induce_node(state, runtime)
+
+
 def build_induce(context_schema=Context):
     g = StateGraph(InduceState, context_schema=context_schema)
-    g.add_node("induce", induce_node)
+    if issubclass(context_schema, ClientContext):  # the served graph: clients follow the client rules
+        g.add_node("induce", served_induce_node)
+    else:
+        g.add_node("induce", induce_node)
     g.add_node("store", store_node)
     g.add_edge(START, "induce")
     g.add_edge("induce", "store")

@@ -143,6 +143,15 @@ def test_induce_graph_stores_verified_blocks(logs, under, under_store):
     assert any(b.action == "get_balance" for b in get_resources(ctx).experience.blocks(key, "check_balance"))
 
 
+def test_served_induce_graph_reads_no_client_chosen_path(monkeypatch, tmp_path):
+    from graph.context import ContextError
+    from graph.induce import graph
+
+    monkeypatch.delenv("FLOWDESK_CLIENT_SETTINGS", raising=False)
+    with pytest.raises(ContextError, match="logs: a server-side location"):
+        graph.invoke({"logs": "/etc/passwd"})
+
+
 def test_llm_induction_is_verified_on_the_traces(logs):
     events = read_events(logs / "events.sqlite")
     revised = {"workflows": [{"name": "check_balance", "planned_steps": ["verify_identity", "get_balance"]}],
