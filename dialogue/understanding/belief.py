@@ -41,7 +41,7 @@ def reverify(ranker: Ranker, ev: Evidence, library, active: str, seen: Sequence[
     alternatives = [n for n in belief if n in library.workflows]
     if active not in alternatives or len(alternatives) < 2:
         return belief, None
-    scores = [(n, s) for n, s in ranker.scores(ev, library, None, [n for n in seen if n != active],
+    scores = [(n, s) for n, s in ranker.verifier().scores(ev, library, None, [n for n in seen if n != active],
                                                extra=alternatives) if n in alternatives]
     turn = log_softmax(scores)
     updated = {n: round(ranker.decay * belief[n] + turn.get(n, min(turn.values())), 4) for n in alternatives}
