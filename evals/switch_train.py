@@ -190,7 +190,7 @@ def write_model(path: Path, ranker: dict, extra: dict) -> None:
 
 
 SEARCH_CAP = 0.40  # the share of turns a chosen configuration may search on (issue 9's target)
-THRESHOLD_STEPS = (0.0, 0.2, 0.4)  # the learned detector's threshold: the recall-floor one, and raised
+THRESHOLD_STEPS = (0.0, 0.05, 0.1, 0.2)  # the learned detector's threshold: the recall-floor one, and raised
 VERIFY_MARGINS = (0.5, 1.0, 1.5)
 
 LOOP_CANDIDATES: dict[str, dict[str, Any]] = {
