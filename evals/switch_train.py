@@ -31,7 +31,6 @@ import typer
 
 from .datasets import default_data_dir, load_switch_dataset
 
-MARGINS = (1.5, 3.0, 5.0)
 SOURCES = (("sgd", "train"), ("star", "train"))
 
 
@@ -239,7 +238,7 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
     detector = fit_detector(det_rows)
     typer.echo(f"detector fitted on {detector['rows']} turns: train accuracy {detector['train_accuracy']:.3f}")
     ranker["decay"] = 1.0
-    ranker["revise_margin"] = MARGINS[len(MARGINS) // 2]
+    ranker["revise_margin"] = VERIFY_MARGINS[-1]
     fitted = {"rows": len(X), "turns": len(set(groups)), "pick_accuracy_train": pick_accuracy(X, y, groups, ranker),
               "verify_rows": len(ver_rows), "verify_turns": len({r[2] for r in ver_rows})}
     typer.echo(f"ranker fitted on {fitted['rows']} rows: train pick accuracy {fitted['pick_accuracy_train']:.3f}")

@@ -1,10 +1,10 @@
 """The belief behind the active workflow, and revising it when later turns point elsewhere.
 
 When the retriever picks a workflow, the frame keeps the ranker's log-probabilities of the runners-up
-(``Frame.belief``).  Every later turn that stays in the workflow re-verifies the pick: the learned ranker
-(``dialogue.understanding.ranker``) scores the same alternatives on the new turn — slot words and enum
-values the user gives, the verb of the request, an offer the user accepts, the agent's question — and
-the evidence is added to the belief.  When an alternative leads the active workflow by more than
+(``Frame.belief``).  Every later turn that stays in the workflow re-verifies the pick: the learned
+ranker's verifier (``dialogue.understanding.ranker``, weights fitted on STAY turns) scores the same
+alternatives on the new turn — slot words and enum values the user gives, the verb of the request, an
+offer the user accepts, the agent's question — and the evidence is added to the belief.  When an alternative leads the active workflow by more than
 ``Ranker.revise_margin`` (fitted on the training splits), the turn's reading is ``ReviseFlow``: the
 frame is replaced and the slots that still fit carry over.  An explicit correction ("no, I meant …")
 re-verifies with the correction's words alone and a margin of zero.

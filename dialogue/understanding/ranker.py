@@ -14,6 +14,9 @@ Its features name no service, task or dataset, so the weights carry to unseen li
 
 The weights are a logistic regression fitted on the training splits only (SGD train, STAR train) by
 ``flowdesk train switch``; ``switch_model.json`` beside this module holds them (weights, no data).
+A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
+detector stays on: there the evidence is an answer and the agent's question, not a request, and the
+slot words, enum values and offers weigh differently than at a search.
 """
 
 from __future__ import annotations
