@@ -6,8 +6,9 @@ ranker's verifier (``dialogue.understanding.ranker``, weights fitted on STAY tur
 alternatives on the new turn — slot words and enum values the user gives, the verb of the request, an
 offer the user accepts, the agent's question — and the evidence is added to the belief.  When an
 alternative leads the active workflow by more than ``Ranker.revise_margin`` (chosen on the training
-splits), the turn's reading is ``ReviseFlow``: the frame is replaced and the slots that still fit carry over.  An explicit correction ("no, I meant …")
-re-verifies with the correction's words alone and a margin of zero.
+splits), the turn's reading is ``ReviseFlow``: the frame is replaced and the slots that still fit
+carry over.  An explicit correction ("no, I meant …") re-verifies with the correction's words alone and
+a margin of zero.
 
 Re-verification scores the alternatives without the "active workflow" features (the stay prior is the
 margin, not a feature that would always vote for the pick being checked).
