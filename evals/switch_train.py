@@ -5,11 +5,16 @@ switching configuration there, closed loop.
    workflow on which the offline detector searches, read the way the retriever node reads it — the detector's self-generated query searched
    with the configured retriever and with BM25, the conversation's structure from the previous turns'
    golds (teacher context) — one row per candidate (``dialogue.understanding.ranker.features``: no
-   service, task or dataset is named), label "is the gold".
-2. A logistic regression (scikit-learn) over those rows: the ranker's weights.
+   service, task or dataset is named), label "is the gold".  The turns the detector stays on give the
+   verifier's rows: the gold among the alternatives a pick would carry, read as re-verification reads
+   a turn (BM25 on the turn, no "active" features).
+2. Logistic regressions (scikit-learn) over those rows: the ranker's and the verifier's weights; a
+   third over the detector's linear features (its threshold keeps ``RECALL_FLOOR`` switch recall).
 3. Closed loop on samples of the same training splits (``evals.switch_loop``): the retrieval-only agent,
-   the ranker without revision and with revision at several margins; the configuration with the best
-   top-1 (SGD and STAR averaged) is recorded as ``chosen`` and its margin written into the model.
+   the ranker without and with revision, and the learned detector at several thresholds and revision
+   margins.  Among the configurations searching on at most ``SEARCH_CAP`` of the turns (both
+   datasets), the one with the best top-1 (SGD and STAR averaged) is recorded as ``chosen``; its
+   threshold and margin are written into the model.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/`` (report.md, metrics.json).  Dev splits are never read.
@@ -26,7 +31,6 @@ import typer
 
 from .datasets import default_data_dir, load_switch_dataset
 
-MARGINS = (1.5, 3.0, 5.0)
 SOURCES = (("sgd", "train"), ("star", "train"))
 
 
@@ -37,10 +41,12 @@ def _context(dataset: str, lib_dir: Path, cache: Path, **over):
                    **over)
 
 
-def training_rows(dialogues, context, progress=None, detector_rows: list | None = None
-                  ) -> tuple[list[list[float]], list[int], list[int]]:
+def training_rows(dialogues, context, progress=None, detector_rows: list | None = None,
+                  verify_rows: list | None = None) -> tuple[list[list[float]], list[int], list[int]]:
     """(X, y, group) over every scored turn whose gold is among the candidates; ``detector_rows``
-    collects (linear features, gold changed) of the turns the detector's linear part decides."""
+    collects (linear features, gold changed) of the turns the detector's linear part decides;
+    ``verify_rows`` (features, is gold, turn) of the turns it stays on, read the way re-verification
+    reads them (``dialogue.understanding.belief``: BM25 on the turn, no "active" features)."""
     from langchain_core.messages import AIMessage, HumanMessage
 
     from dialogue.understanding.features import split_history
@@ -76,6 +82,8 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
                 if v.action != "SEARCH":
                     # The ranker is used where the detector searches: fit it on that distribution (on
                     # every turn, the active workflow would be the answer two times in three).
+                    if verify_rows is not None and active:
+                        _verify_rows(verify_rows, msgs, score, library, turn.gold, active, seen)
                     if turn.gold and turn.gold not in seen:
                         seen.append(turn.gold)
                     continue
@@ -102,6 +110,25 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
         if progress:
             progress()
     return X, y, groups
+
+
+def _verify_rows(rows: list, msgs, score, library, gold: str, active: str, seen: list[str]) -> None:
+    """One STAY turn's rows for the verifier: the gold and the workflows a pick of it would have as
+    alternatives (the turn's BM25 ranking, the gold's domain), scored as ``belief.reverify`` scores them."""
+    from dialogue.understanding.features import split_history
+    from dialogue.understanding.ranker import FEATURES, candidates, evidence, features
+
+    text, agent, _ = split_history(msgs)
+    ev = evidence(text, agent, score(text))
+    g = library.workflows[gold]
+    siblings = [n for n, w in library.workflows.items() if w.domain == g.domain]
+    names = candidates(ev, [gold, *siblings])
+    if len(names) < 2:
+        return
+    group = (rows[-1][2] + 1) if rows else 0
+    for n in names:
+        f = features(n, ev, library, None, [s for s in seen if s != active])
+        rows.append(([f[k] for k in FEATURES], int(n == gold), group))
 
 
 def fit(X, y, C: float = 1.0) -> dict[str, Any]:
@@ -161,15 +188,22 @@ def write_model(path: Path, ranker: dict, extra: dict) -> None:
     path.write_text(json.dumps({"ranker": ranker, **extra}, indent=1) + "\n", encoding="utf-8")
 
 
+SEARCH_CAP = 0.40  # the share of turns a chosen configuration may search on (issue 9's target)
+THRESHOLD_STEPS = (0.0, 0.05, 0.1, 0.2)  # the learned detector's threshold: the recall-floor one, and raised
+VERIFY_MARGINS = (0.5, 1.0, 1.5)
+
 LOOP_CANDIDATES: dict[str, dict[str, Any]] = {
     "retrieval only (hybrid RRF)": {"ranker": False, "revise": False},
-    "retrieval only (bm25 + context prior)": {"ranker": False, "revise": False, "retriever": "bm25",
-                                              "context_prior": True},
     "ranker, no revision": {"ranker": True, "revise": False},
-    **{f"ranker + revision (margin {m:g})": {"ranker": True, "revise": True, "_margin": m} for m in MARGINS},
-    **{f"ranker + revision (margin {m:g}) + learned detector": {"ranker": True, "revise": True, "_margin": m,
-                                                                "_detector": True} for m in (1.5, 3.0)},
+    "ranker + revision (margin 1.5)": {"ranker": True, "revise": True, "_margin": 1.5},
+    **{f"ranker + revision (margin {m:g}) + learned detector (threshold +{t:g})":
+       {"ranker": True, "revise": True, "_margin": m, "_detector": True, "_threshold_step": t}
+       for t in THRESHOLD_STEPS for m in VERIFY_MARGINS},
 }
+
+
+def within_cap(result: dict) -> bool:
+    return all(p["searches_per_turn"] <= SEARCH_CAP for p in result["per_dataset"].values())
 
 
 def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: int, loop_every: int,
@@ -183,24 +217,30 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
     groups: list = []
     loaded = {}
     det_rows: list = []
+    ver_rows: list = []
     for name, split in SOURCES:
         every = sgd_every if name == "sgd" else star_every
         dialogues, lib_dir = load_switch_dataset(name, data, split, None, cache, False, every)
         sample = loop_every if name == "sgd" else star_loop_every
         loaded[name] = (lib_dir, load_switch_dataset(name, data, split, None, cache, False, sample)[0])
         ctx = _context(name, lib_dir, cache)
-        rows = training_rows(dialogues, ctx, detector_rows=det_rows)
+        ver_offset = (ver_rows[-1][2] + 1) if ver_rows else 0
+        own: list = []
+        rows = training_rows(dialogues, ctx, detector_rows=det_rows, verify_rows=own)
+        ver_rows += [(f, lab, g + ver_offset) for f, lab, g in own]
         offset = (max(groups) + 1) if groups else 0
         X += rows[0]
         y += rows[1]
         groups += [g + offset for g in rows[2]]
         typer.echo(f"{name} {split}: {len(dialogues)} dialogues, {len(set(rows[2]))} turns, {len(rows[0])} rows")
     ranker = fit(X, y)
+    ranker["verify"] = fit([r[0] for r in ver_rows], [r[1] for r in ver_rows])["weights"]
     detector = fit_detector(det_rows)
     typer.echo(f"detector fitted on {detector['rows']} turns: train accuracy {detector['train_accuracy']:.3f}")
     ranker["decay"] = 1.0
-    ranker["revise_margin"] = MARGINS[len(MARGINS) // 2]
-    fitted = {"rows": len(X), "turns": len(set(groups)), "pick_accuracy_train": pick_accuracy(X, y, groups, ranker)}
+    ranker["revise_margin"] = VERIFY_MARGINS[-1]
+    fitted = {"rows": len(X), "turns": len(set(groups)), "pick_accuracy_train": pick_accuracy(X, y, groups, ranker),
+              "verify_rows": len(ver_rows), "verify_turns": len({r[2] for r in ver_rows})}
     typer.echo(f"ranker fitted on {fitted['rows']} rows: train pick accuracy {fitted['pick_accuracy_train']:.3f}")
     # Closed loop on the training splits: choose the configuration (and the revision margin).
     results: dict[str, dict] = {}
@@ -210,31 +250,36 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
         over = dict(over)
         margin = over.pop("_margin", ranker["revise_margin"])
         learned = over.pop("_detector", False)
-        cand_path = tmp / f"margin-{margin:g}{'-learned' if learned else ''}.json"
-        write_model(cand_path, {**ranker, "revise_margin": margin}, {"detector": detector} if learned else {})
+        step = over.pop("_threshold_step", 0.0)
+        det = {**detector, "threshold": round(detector["threshold"] + step, 3)}
+        cand_path = tmp / f"margin-{margin:g}{f'-learned-{step:g}' if learned else ''}.json"
+        write_model(cand_path, {**ranker, "revise_margin": margin}, {"detector": det} if learned else {})
         per = {}
         for name, (lib_dir, dialogues) in loaded.items():
             ctx = _context(name, lib_dir, cache, switch_model=str(cand_path), **over)
             m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
             per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "switch_recall", "revisions_per_turn")}
         results[label] = {"overrides": {**over, **({"revise_margin": margin} if over.get("revise") else {}),
-                                        **({"learned_detector": True} if learned else {})},
+                                        **({"detector": det} if learned else {})},
                           "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / len(per)}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(f"{n} top-1 {p['top1']:.3f}" for n, p in per.items()))
-    chosen = max(results, key=lambda k: results[k]["top1_mean"])
+    # The best top-1 among the configurations within the search cap (all of them when none is).
+    pool = [k for k in results if within_cap(results[k])] or list(results)
+    chosen = max(pool, key=lambda k: results[k]["top1_mean"])
     over = results[chosen]["overrides"]
     if "revise_margin" in over:
         ranker["revise_margin"] = over["revise_margin"]
-    chosen_context = {k: v for k, v in over.items() if k not in ("revise_margin", "learned_detector")}
+    chosen_context = {k: v for k, v in over.items() if k not in ("revise_margin", "detector")}
     extra = {"trained_on": {"sgd": f"train, every {sgd_every}th dialogue", "star": f"train (DialogueID % 5 in 1,2), every {star_every}th dialogue"},
              "fit": fitted, "chosen": {"label": chosen, "context": chosen_context},
              "command": f"flowdesk train switch --sgd-every {sgd_every} --star-every {star_every} "
                         f"--loop-every {loop_every} --star-loop-every {star_loop_every}"}
-    if over.get("learned_detector"):
-        extra["detector"] = detector
+    if over.get("detector"):
+        extra["detector"] = over["detector"]
     extra["detector_fit"] = detector  # recorded either way (used by the agent only when chosen)
     write_model(model_path, ranker, extra)
     metrics = {"summary": {"chosen": chosen, **results[chosen]}, "candidates": results, "fit": fitted,
+               "search_cap": SEARCH_CAP,
                "seconds": time.perf_counter() - started}
     _report(out, metrics, ranker, extra)
     return metrics
@@ -252,10 +297,13 @@ def _report(out: Path, metrics: dict, ranker: dict, extra: dict) -> None:
             for label, r in metrics["candidates"].items()]
     rep.table("Closed loop on the train samples (the chosen one is the agent's default)",
               ["configuration", "SGD top-1", "STAR top-1", "mean", "SGD searches/turn", "STAR searches/turn"], rows)
-    rep.table("Ranker weights (logistic regression)", ["feature", "weight"],
-              [[k, v] for k, v in ranker["weights"].items()] + [["bias", ranker["bias"]],
-                                                                 ["revise margin", ranker["revise_margin"]]])
-    rep.text(f"Chosen: **{metrics['summary']['chosen']}**.")
+    verify = ranker.get("verify") or {}
+    rep.table("Weights (logistic regressions): the ranker (SEARCH turns) and the verifier (STAY turns)",
+              ["feature", "ranker", "verifier"],
+              [[k, v, verify.get(k, 0.0)] for k, v in ranker["weights"].items()]
+              + [["bias", ranker["bias"], 0.0], ["revise margin", ranker["revise_margin"], ""]])
+    rep.text(f"Chosen: **{metrics['summary']['chosen']}** (the best mean top-1 among the configurations searching on "
+             f"at most {metrics['search_cap']:.0%} of the turns of both samples).")
     rep.write(metrics)
 
 

@@ -157,3 +157,24 @@ def test_a_revision_needs_a_word_of_the_other_task_in_the_turn():
     lib = load_library(bundled_library_path())
     assert not speaks_of("Sure, Ben Stone", lib, "change_booking", "book_table")  # answers the question
     assert speaks_of("no, I meant move my existing booking reference", lib, "change_booking", "book_table")
+
+
+def test_the_verifier_has_its_own_weights_and_they_decide_a_revision():
+    from dialogue.understanding.belief import reverify
+    from dialogue.understanding.ranker import FEATURES, Ranker, evidence, load_ranker
+    from workflows.library import bundled_library_path, load_library
+
+    bundled = load_ranker()
+    assert bundled is not None and len(bundled.verify) == len(FEATURES)  # fitted by `flowdesk train switch`
+    assert bundled.verifier().weights == bundled.verify
+    lib = load_library(bundled_library_path())
+    ev = evidence("please block my card", "What is your account number?", [("check_balance", 1.0)])
+    belief = {"check_balance": -0.4, "block_card": -1.2}
+    zero = tuple(0.0 for _ in FEATURES)
+    names = tuple(4.0 if k == "names_task" else 0.0 for k in FEATURES)
+    # Without verify weights the ranker's own (here: none) re-verify: the evidence is flat, the pick holds.
+    assert reverify(Ranker(zero, 0.0, revise_margin=0.5), ev, lib, "check_balance", [], belief)[1] is None
+    # The verifier's weights read the turn naming the other task: the pick is revised.
+    updated, target = reverify(Ranker(zero, 0.0, revise_margin=0.5, verify=names), ev, lib, "check_balance", [],
+                               belief)
+    assert target == "block_card" and updated["block_card"] > updated["check_balance"]

@@ -1,13 +1,14 @@
 """The belief behind the active workflow, and revising it when later turns point elsewhere.
 
 When the retriever picks a workflow, the frame keeps the ranker's log-probabilities of the runners-up
-(``Frame.belief``).  Every later turn that stays in the workflow re-verifies the pick: the learned ranker
-(``dialogue.understanding.ranker``) scores the same alternatives on the new turn — slot words and enum
-values the user gives, the verb of the request, an offer the user accepts, the agent's question — and
-the evidence is added to the belief.  When an alternative leads the active workflow by more than
-``Ranker.revise_margin`` (fitted on the training splits), the turn's reading is ``ReviseFlow``: the
-frame is replaced and the slots that still fit carry over.  An explicit correction ("no, I meant …")
-re-verifies with the correction's words alone and a margin of zero.
+(``Frame.belief``).  Every later turn that stays in the workflow re-verifies the pick: the learned
+ranker's verifier (``dialogue.understanding.ranker``, weights fitted on STAY turns) scores the same
+alternatives on the new turn — slot words and enum values the user gives, the verb of the request, an
+offer the user accepts, the agent's question — and the evidence is added to the belief.  When an
+alternative leads the active workflow by more than ``Ranker.revise_margin`` (chosen on the training
+splits), the turn's reading is ``ReviseFlow``: the frame is replaced and the slots that still fit
+carry over.  An explicit correction ("no, I meant …") re-verifies with the correction's words alone and
+a margin of zero.
 
 Re-verification scores the alternatives without the "active workflow" features (the stay prior is the
 margin, not a feature that would always vote for the pick being checked).
@@ -41,7 +42,7 @@ def reverify(ranker: Ranker, ev: Evidence, library, active: str, seen: Sequence[
     alternatives = [n for n in belief if n in library.workflows]
     if active not in alternatives or len(alternatives) < 2:
         return belief, None
-    scores = [(n, s) for n, s in ranker.scores(ev, library, None, [n for n in seen if n != active],
+    scores = [(n, s) for n, s in ranker.verifier().scores(ev, library, None, [n for n in seen if n != active],
                                                extra=alternatives) if n in alternatives]
     turn = log_softmax(scores)
     updated = {n: round(ranker.decay * belief[n] + turn.get(n, min(turn.values())), 4) for n in alternatives}

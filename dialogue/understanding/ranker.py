@@ -14,6 +14,9 @@ Its features name no service, task or dataset, so the weights carry to unseen li
 
 The weights are a logistic regression fitted on the training splits only (SGD train, STAR train) by
 ``flowdesk train switch``; ``switch_model.json`` beside this module holds them (weights, no data).
+A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
+detector stays on: there the evidence is an answer and the agent's question, not a request, and the
+slot words, enum values and offers weigh differently than at a search.
 """
 
 from __future__ import annotations
@@ -144,9 +147,18 @@ class Ranker:
     revise_margin: float = 3.0
     decay: float = 1.0
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # The re-verification weights (``dialogue.understanding.belief``): fitted on the turns the detector
+    # stays on, where the evidence is the user's answer and the agent's question, not a request.
+    verify: tuple[float, ...] = ()
 
     def logit(self, f: dict[str, float]) -> float:
         return self.bias + sum(w * f.get(k, 0.0) for k, w in zip(FEATURES, self.weights))
+
+    def verifier(self) -> "Ranker":
+        """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
+        if not self.verify:
+            return self
+        return Ranker(self.verify, 0.0, self.revise_margin, self.decay, self.meta)
 
     def scores(self, ev: Evidence, library, active: str | None, seen: Sequence[str],
                extra: Sequence[str] = ()) -> list[tuple[str, float]]:
@@ -178,5 +190,7 @@ def _load(path: str) -> Ranker | None:
     data = json.loads(p.read_text(encoding="utf-8"))
     ranker = data.get("ranker") or {}
     weights = ranker.get("weights") or {}
+    verify = ranker.get("verify") or {}
     return Ranker(tuple(float(weights.get(k, 0.0)) for k in FEATURES), float(ranker.get("bias", 0.0)),
-                  float(ranker.get("revise_margin", 3.0)), float(ranker.get("decay", 1.0)), data)
+                  float(ranker.get("revise_margin", 3.0)), float(ranker.get("decay", 1.0)), data,
+                  tuple(float(verify.get(k, 0.0)) for k in FEATURES) if verify else ())
