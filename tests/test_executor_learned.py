@@ -65,9 +65,8 @@ def test_policy_specs_and_bad_model_files(tmp_path):
         LearnedPolicy.load(broken)
 
 
-def test_interpreter_is_the_default_and_the_bundled_model_is_small_and_textless():
-    assert Context().executor_policy == "interpreter"
-    assert "0.898" in Context.__dataclass_fields__["executor_policy"].metadata["description"]
+def test_the_bundled_model_is_the_default_and_is_small_and_textless():
+    assert Context().executor_policy == "auto"
     assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2 * 1024 * 1024
     for spec in ("auto", "learned:"):
         policy = load_policy(spec)
@@ -81,7 +80,7 @@ def test_interpreter_is_the_default_and_the_bundled_model_is_small_and_textless(
 def test_candidates_are_the_actions_allowed_now(demo):
     wf = demo.workflows["book_table"]
     interp, fr, reading, messages, rules = _state(wf, "I'd like a table at Casa Fiorella for 2")
-    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
     assert cands[0].is_rules and cands[0].proposal == rules
     names = {(c.kind, c.name) for c in cands}
     assert ("api", "check_availability") in names
@@ -103,15 +102,41 @@ def test_the_user_just_gave_this_slot_and_the_yes_no_reading(demo):
     wf = demo.workflows["book_table"]
     interp, fr, reading, messages, rules = _state(wf, "Casa Fiorella, 2 people, 2026-12-23 at 19:00",
                                                   executed=["ask_booking_details"])
-    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
     tf = features(wf, interp, fr, reading, messages, cands, nxt)
     ask = cands.index(next(c for c in cands if c.name == "ask_booking_details"))
     assert tf.rows[ask][BASE_FEATURES.index("target_just_given")] == 1.0
     assert tf.rows[ask][BASE_FEATURES.index("last_is_this")] == 1.0
     interp, fr, reading, messages, rules = _state(wf, "yes please")
-    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
     row = features(wf, interp, fr, reading, messages, cands, nxt).rows[0]
     assert (row[BASE_FEATURES.index("user_yes")], row[BASE_FEATURES.index("user_no")]) == (1.0, 0.0)
+
+
+def test_the_ranker_calls_no_tool_the_workflow_keeps(demo):
+    """Calls stay where the procedure puts them: never an irreversible API, none after a result arrived
+    this turn, none while the rules still collect a slot that call does not take, no repeat of a call
+    that succeeded with the same arguments; the rules' own call is always a candidate."""
+    from langchain_core.messages import ToolMessage
+
+    from dialogue.execution.policy_learned import ranker_may_call
+
+    wf = demo.workflows["return_item"]
+    check, create = wf.api("check_return_eligibility"), wf.api("create_return")
+    args = {"order_id": "ORD-7011", "item": "the ceramic vase"}
+    assert ranker_may_call(check, args, set(), {"calls": []})
+    assert not ranker_may_call(check, args, {"reason"}, {"calls": []})  # the reason is collected first
+    assert not ranker_may_call(check, args, set(), {"calls": [{"api": check.name, "args": args, "status": "ok"}]})
+    assert ranker_may_call(check, args, set(), {"calls": [{"api": check.name, "args": args, "status": "error"}]})
+    refund = demo.workflows["refund_order"].api("refund_order")
+    assert refund.irreversible and not ranker_may_call(refund, {"order_id": "ORD-7011"}, set(), {"calls": []})
+    interp, fr, reading, messages, rules = _state(wf, "I want to return the ceramic vase from order ORD-7011")
+    after = messages + [ToolMessage("{}", tool_call_id="c1")]
+    for msgs, offered in ((messages, True), (after, False)):
+        cands, _ = candidates(wf, interp, {**fr, "executed": ["ask_return_details", "verify_order"]}, reading,
+                              {"kind": "reply", "name": "x"}, msgs)
+        assert any(c.kind == "api" and c.name == check.name for c in cands) is offered
+        assert not any(c.kind == "api" and c.name == create.name for c in cands)
 
 
 def test_choose_never_returns_a_rejected_proposal(demo):
@@ -133,7 +158,7 @@ def adversarial_model(tmp_path_factory, demo):
     for i, text in enumerate(["hi", "Casa Fiorella for 2", "tomorrow at 19:00", "a table please", "Alice Smith",
                               "2026-12-23", "for four", "at 20:00"] * 8):
         interp, fr, reading, messages, rules = _state(wf, text)
-        cands, nxt = candidates(wf, interp, fr, reading, rules)
+        cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
         tf = features(wf, interp, fr, reading, messages, cands, nxt)
         bad = next(k for k, c in enumerate(cands) if c.kind == "answer" and c.name == "confirm_booking")
         turns.append(TurnRows(f"task{i % 3}", i, tf, bad, "confirm_booking", [candidate_label(c) for c in cands]))
