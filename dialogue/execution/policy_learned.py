@@ -3,11 +3,12 @@ actions the workflow allows now.  This module owns the candidate generator, the 
 file format and loading, and the one hook the executor node calls (``LearnedPolicy.choose``, after ``policy_offline.decide``).
 
 Candidates (``candidates``): the rules' own proposal (the interpreter plus the executor's reply
-rules), the interpreter's procedure-next node, every ANSWER of the workflow, every API call site of
+rules), the interpreter's procedure-next node, every ANSWER of the workflow whose preconditions ran, every API call site of
 the procedure whose preconditions ran (one per fixed-argument variant, ``# query_check: RequestType =
 Check``) that the ranker may call on its own (``ranker_may_call``: before any result this turn, no
 irreversible API, nothing the rules are still collecting for later, no repeat of a call that
-succeeded), a question for the slots the next API still misses, and the out-of-workflow reply.
+succeeded), a question for the slots an API still misses (unless the rules already ask them), and the
+out-of-workflow reply.
 
 Features are relative to the workflow and name no task or service, so a model carries to workflows it
 never saw: is this the interpreter's next node / the rules' choice; how far the node stands after the
@@ -259,12 +260,14 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: 
             add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
                           build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a,
                                                           "call_id": new_call_id()}))
-        if missing:
-            slots = [m for m in missing if wf.slot(m)] or missing
+        slots = [m for m in missing if wf.slot(m)] or missing
+        if missing and not set(slots) <= asked:  # the rules' own question (in the workflow's words) asks it
             add(Candidate("request", "request_information", missing=slots,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
     for a in wf.answers:
+        if any(p not in executed for p in a.precondition):
+            continue  # the controllers' dependency check would turn it down (and it saves the features)
         miss = [t for t in view.targets.get(a.name, []) if not _filled(values, t)]
         add(Candidate("answer", a.name, missing=miss,
                       build=lambda n=a.name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
