@@ -141,6 +141,13 @@ def test_the_ranker_calls_no_tool_the_workflow_keeps(demo):
         assert not any(c.kind == "api" and c.name == create.name for c in cands)
 
 
+def test_a_call_the_rules_make_now_is_made(demo):
+    policy = load_policy("auto")
+    wf = demo.workflows["book_table"]
+    interp, fr, reading, messages, rules = _state(wf, "A table at Casa Fiorella for 2 on 2026-12-23 at 19:00")
+    assert rules["kind"] == "tool" and policy.choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0)
+
+
 def test_choose_never_returns_a_rejected_proposal(demo):
     policy = load_policy("auto")
     wf = demo.workflows["book_table"]

@@ -523,12 +523,19 @@ class LearnedPolicy:
                messages: list[BaseMessage], rules: dict, rejected: list[dict]) -> tuple[dict, int]:
         """The best-ranked candidate that was not rejected in this turn and that the controllers' checks of
         the proposal itself allow (the rules' proposal when none is), and how many better-ranked
-        candidates those checks vetoed (the evaluation reports it).  Pure: the policy is shared."""
+        candidates those checks vetoed (the evaluation reports it).  The workflow keeps two decisions:
+        a call the rules make now is made (the user gave what it needs), and the reply just given is not
+        repeated while the rules move on.  Pure: the policy is shared."""
+        if rules.get("kind") == "tool" and not any(same(rules, r) for r in rejected):
+            return rules, 0  # the workflow's call with what the user gave: run it (see ``candidates``)
         vetoed = 0
+        executed = frame.get("executed") or []
         for c in self.rank(wf, interp, frame, reading, messages, rules):
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
+            if not c.is_rules and executed and c.kind != "api" and c.name == executed[-1]:
+                continue  # the reply just given, again, while the rules move on: a loop
             if c.is_rules or allowed_now(p, wf, interp, frame, reading):
                 return p, vetoed
             vetoed += 1
