@@ -252,7 +252,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
     rows = []
     for part in ("overall", "seen", "zero_shot"):
         for policy in ("offline", "learned", "learned_unseen", "text", "baseline"):
-            if policy not in metrics[part]:
+            if policy not in metrics[part] or policy == "learned_unseen" and part != "zero_shot":
                 continue
             m = metrics[part][policy]
             rows.append([part, policy, m["n"], m["accuracy"], m["macro_f1"], m["weighted_f1"]])
