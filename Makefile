@@ -44,6 +44,10 @@ index: $(STAMP)
 executor-model: $(STAMP)
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --out dialogue/execution/models/executor_policy.json
 
+# The same without the next-action evaluation's zero-shot tasks (scored on tasks it never saw).
+.flowdesk/executor_policy_unseen.json: $(STAMP)
+	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --exclude zero-shot --out $@
+
 # Every evaluation in reports/ (about an hour on 2 cores).  Switching: closed loop (what users meet) is
 # the headline; `--loop teacher` keeps FlowSwitch's teacher-forced protocol for comparison.
 evals: $(STAMP)
@@ -54,7 +58,8 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval switch --dataset star --split dev --loop teacher --data $(DATA) --out reports/switch-star-teacher
 	$(BIN)/flowdesk eval switch --dataset sgd --split dev --loop teacher --every 20 --configs dense --data $(DATA) --out reports/switch-sgd-dense-sample
 	$(BIN)/flowdesk eval switch --dataset star --split dev --loop teacher --every 7 --configs dense --data $(DATA) --out reports/switch-star-dense-sample
-	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --out reports/next-action-star
+	$(MAKE) .flowdesk/executor_policy_unseen.json
+	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --text --unseen-model learned:.flowdesk/executor_policy_unseen.json --out reports/next-action-star
 	$(BIN)/flowdesk eval compliance --out reports/compliance
 	$(BIN)/flowdesk eval extraction --dataset star --data $(DATA) --out reports/extraction-star
 	$(BIN)/flowdesk eval extraction --dataset abcd --data $(DATA) --out reports/extraction-abcd

@@ -51,11 +51,12 @@ class Turn(dict):
     """One scored wizard action: gold, pred, baseline, task, dialogue, gold_slots, pred_slots."""
 
 
-def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None) -> list[Turn]:
+def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None, unseen: Any = None) -> list[Turn]:
     """Gold-history replay of one dialogue (``evals.datasets.star_actions.replay``: the user's messages
     read into the frame by ``dialogue.turn.read_turn``); a prediction at every labelled wizard action by
     the offline executor's ``decide`` — the code the graph's ``apply_commands`` and ``executor`` nodes
-    run — and, given a learned ``policy``, its choice from the same state (the executor node's hook)."""
+    run — and, given a learned ``policy``, its choice from the same state (the executor node's hook); on
+    the zero-shot tasks also the choice of ``unseen``, a model trained without them (``unseen`` key)."""
     from dialogue.execution.policy_offline import decide
 
     turns: list[Turn] = []
@@ -72,6 +73,9 @@ def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None
                 t["learned_cost"] = t["cost"] + time.perf_counter() - t0
                 t["learned"], t["learned_slots"] = label_of(chosen), query_slots(chosen)
                 t["vetoed"] = vetoed
+            if unseen is not None and s.task in ZERO_SHOT_TASKS:
+                chosen, _ = unseen.choice(s.wf, s.interp, s.frame, s.reading, s.messages, proposal, [])
+                t["unseen"], t["unseen_slots"] = label_of(chosen), query_slots(chosen)
         turns.append(t)
     return turns
 
@@ -109,19 +113,21 @@ def majority_labels(path: Path, library, limit: int = 0) -> dict[str, str]:
 
 _LIB = None
 _POLICY = None
+_UNSEEN = None
 
 
-def _init_worker(library_dir: str, policy_spec: str = "") -> None:
-    global _LIB, _POLICY
+def _init_worker(library_dir: str, policy_spec: str = "", unseen_spec: str = "") -> None:
+    global _LIB, _POLICY, _UNSEEN
     from dialogue.execution.policy_learned import load_policy
     from workflows.library import load_library
 
     _LIB = load_library(library_dir)
     _POLICY = load_policy(policy_spec) if policy_spec else None
+    _UNSEEN = load_policy(unseen_spec) if unseen_spec else None
 
 
 def _worker(d: dict) -> list[Turn]:
-    return evaluate_dialogue(d, _LIB, policy=_POLICY)
+    return evaluate_dialogue(d, _LIB, policy=_POLICY, unseen=_UNSEEN)
 
 
 def text_classifier_labels(path: Path, library, dev_dialogues: list[dict], limit: int = 0) -> list[str]:
@@ -139,9 +145,11 @@ def text_classifier_labels(path: Path, library, dev_dialogues: list[dict], limit
 
 
 def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None = None,
-        workers: int = 2, policy: str = "", text: bool = False) -> dict[str, Any]:
+        workers: int = 2, policy: str = "", text: bool = False, unseen: str = "") -> dict[str, Any]:
     """The interpreter's (``offline``) and the majority baseline's scores; with ``policy`` (``auto`` or
-    ``learned:PATH``) the learned policy's beside them (``learned``), with ``text`` the text classifier's."""
+    ``learned:PATH``) the learned policy's beside them (``learned``), with ``text`` the text classifier's,
+    with ``unseen`` (``learned:PATH`` of a model trained without the zero-shot tasks) that model's on the
+    zero-shot tasks (``learned_unseen``: tasks it never saw)."""
     from dialogue.execution.policy_learned import load_policy
     from workflows.importers.star import import_star
     from workflows.library import load_library
@@ -152,18 +160,19 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
         import_star(root, library_dir)
     library = load_library(library_dir)
     learned = load_policy(policy) if policy else None  # a clear error before any work
+    unseen_policy = load_policy(unseen) if unseen else None
     t0 = time.perf_counter()
     turns: list[Turn] = []
     dialogues = list(iter_dialogues(root / "dialogues.jsonl.gz", split, limit))
     if workers > 1 and len(dialogues) > 50:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(str(library_dir), policy)) as pool:
+        with mp.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(str(library_dir), policy, unseen)) as pool:
             for part in pool.imap(_worker, dialogues, chunksize=20):
                 turns.extend(part)
     else:
         for d in dialogues:
-            turns.extend(evaluate_dialogue(d, library, policy=learned))
+            turns.extend(evaluate_dialogue(d, library, policy=learned, unseen=unseen_policy))
     if text:
         for t, label in zip(turns, text_classifier_labels(root / "dialogues.jsonl.gz", library, dialogues, limit)):
             t["text"] = label
@@ -188,6 +197,9 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
             out["learned_vetoed_share"] = (sum(t["vetoed"] > 0 for t in sel) / len(sel)) if sel else float("nan")
         if text:
             out["text"] = prf([t["gold"] for t in sel], [t["text"] for t in sel])
+        tried = [t for t in sel if "unseen" in t]
+        if tried:
+            out["learned_unseen"] = prf([t["gold"] for t in tried], [t["unseen"] for t in tried])
         return out
 
     tasks = sorted({t["task"] for t in turns})
@@ -196,7 +208,7 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
     costs = {k: sum(t.get(k, 0.0) for t in turns) / len(turns) if turns else 0.0 for k in ("cost", "learned_cost")}
     return {
         "split": split, "dialogues": dialogues, "turns": len(turns), "seconds": round(elapsed, 1),
-        "policy": policy or "interpreter", "text_classifier": text,
+        "policy": policy or "interpreter", "unseen_policy": unseen, "text_classifier": text,
         "ms_per_turn": {"interpreter": round(1000 * costs["cost"], 3),
                         **({"learned": round(1000 * costs["learned_cost"], 3)} if learned is not None else {})},
         "overall": block(turns),
@@ -221,6 +233,8 @@ def summary_of(metrics: dict[str, Any]) -> dict[str, float]:
             **{f"{k}_{part}weighted_f1": metrics[p][k]["weighted_f1"]
                for k in ("learned", "text") if k in o
                for part, p in (("", "overall"), ("seen_", "seen"), ("zero_shot_", "zero_shot"))},
+            **({"learned_unseen_zero_shot_weighted_f1": metrics["zero_shot"]["learned_unseen"]["weighted_f1"]}
+               if "learned_unseen" in metrics["zero_shot"] else {}),
             **({"learned_vetoed_share": o["learned_vetoed_share"],
                 "learned_query_slots_exact": o["learned_query_slots_exact"]} if "learned" in o else {})}
 
@@ -237,8 +251,8 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         + ", ".join(metrics["zero_shot_tasks"]) + ".")
     rows = []
     for part in ("overall", "seen", "zero_shot"):
-        for policy in ("offline", "learned", "text", "baseline"):
-            if policy not in metrics[part]:
+        for policy in ("offline", "learned", "learned_unseen", "text", "baseline"):
+            if policy not in metrics[part] or policy == "learned_unseen" and part != "zero_shot":
                 continue
             m = metrics[part][policy]
             rows.append([part, policy, m["n"], m["accuracy"], m["macro_f1"], m["weighted_f1"]])
@@ -249,17 +263,25 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
                  f"share of turns where the controllers' proposal checks vetoed a better-ranked choice "
                  f"{o['learned_vetoed_share']:.3f}; query slots exact {o['learned_query_slots_exact']:.3f}; "
                  f"ms per turn {metrics['ms_per_turn']} (interpreter vs interpreter + ranker). `text`: the plain "
-                 "text classifier (evals/text_baseline.py, fitted on the train split), when evaluated.")
+                 "text classifier (evals/text_baseline.py, fitted on the train split), when evaluated. "
+                 "`learned_unseen`: a model trained without the zero-shot tasks "
+                 f"({metrics.get('unseen_policy') or 'not evaluated'}), scored on them only.")
+    nan = float("nan")
     rep.table("Per task", ["task", "zero-shot", "turns", "accuracy", "macro F1", "weighted F1", "baseline wF1",
-                           "query slots exact"],
+                           "query slots exact", "learned wF1", "learned (unseen) wF1", "learned query slots exact",
+                           "text wF1"],
               [[t, "yes" if t in ZERO_SHOT_TASKS else "", b["offline"]["n"], b["offline"]["accuracy"],
                 b["offline"]["macro_f1"], b["offline"]["weighted_f1"], b["baseline"]["weighted_f1"],
-                b["query_slots_exact"]] for t, b in metrics["per_task"].items()])
+                b["query_slots_exact"], b.get("learned", {}).get("weighted_f1", nan),
+                b.get("learned_unseen", {}).get("weighted_f1", nan), b.get("learned_query_slots_exact", nan),
+                b.get("text", {}).get("weighted_f1", nan)] for t, b in metrics["per_task"].items()])
     rep.table("Most frequent errors (seen tasks)", ["gold", "predicted", "count"], metrics["top_confusions_seen"])
     rep.text(PUBLISHED_TEXT)
     tasks = list(metrics["per_task"])
     rep.bar_plot("per_task_weighted_f1", tasks,
                  {"offline executor": [metrics["per_task"][t]["offline"]["weighted_f1"] for t in tasks],
+                  **({"learned policy": [metrics["per_task"][t]["learned"]["weighted_f1"] for t in tasks]}
+                     if "learned" in metrics["overall"] else {}),
                   "majority baseline": [metrics["per_task"][t]["baseline"]["weighted_f1"] for t in tasks]},
                  "weighted F1", "Next-action weighted F1 per STAR task")
     return rep.write(metrics)
@@ -296,8 +318,12 @@ def next_action_command(
     split: str = typer.Option("dev", "--split", help="train | dev | all (DialogueID % 5: train 1,2; dev 3,4)."),
     out: Path = typer.Option(Path("reports/next-action-star"), "--out", help="Report directory."),
     limit: int = typer.Option(0, "--limit", help="At most this many dialogues (0 = all)."),
-    model: str = typer.Option("", "--model", help="Also score a learned executor policy: auto (the bundled model) "
-                                                  "or learned:PATH (from `flowdesk train executor`)."),
+    model: str = typer.Option("auto", "--model", help="Also score a learned executor policy: auto (the bundled "
+                                                      "model, the default executor policy), learned:PATH (from "
+                                                      "`flowdesk train executor`) or none."),
+    unseen_model: str = typer.Option("", "--unseen-model", help="learned:PATH of a model trained without the "
+                                                                "zero-shot tasks (`flowdesk train executor "
+                                                                "--exclude zero-shot`), scored on those tasks."),
     text: bool = typer.Option(False, "--text/--no-text", help="Also score the plain text classifier baseline "
                                                               "(fitted on the train split)."),
 ) -> None:
@@ -306,7 +332,7 @@ def next_action_command(
     from dialogue.execution.policy_learned import PolicyError
 
     try:
-        metrics = run(data, split, limit, policy=model, text=text)
+        metrics = run(data, split, limit, policy="" if model == "none" else model, text=text, unseen=unseen_model)
     except PolicyError as e:
         raise typer.BadParameter(str(e), param_hint="--model") from None
     path = write_report(metrics, out)

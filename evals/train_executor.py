@@ -69,7 +69,7 @@ def turn_rows(step) -> TurnRows:
     from dialogue.execution.policy_offline import decide
 
     rules = decide(step.wf, step.interp, step.frame, step.reading, step.messages, [])
-    cands, nxt = candidates(step.wf, step.interp, step.frame, step.reading, rules)
+    cands, nxt = candidates(step.wf, step.interp, step.frame, step.reading, rules, step.messages)
     tf = features(step.wf, step.interp, step.frame, step.reading, step.messages, cands, nxt)
     labels = [candidate_label(c) for c in cands]
     gold = labels.index(step.gold) if step.gold in labels else -1
@@ -249,7 +249,8 @@ def train_command(
     out: Path = typer.Option(..., "--out", help="Model file to write (JSON)."),
     limit: int = typer.Option(0, "--limit", help="At most this many dialogues (0 = all)."),
     every: int = typer.Option(1, "--every", help="Keep every n-th dialogue (a sample)."),
-    exclude: str = typer.Option("", "--exclude", help="Comma-separated tasks left out (zero-shot models)."),
+    exclude: str = typer.Option("", "--exclude", help="Comma-separated tasks left out (zero-shot models); "
+                                                      "zero-shot = the evaluation's zero-shot tasks."),
     rounds: int = typer.Option(ROUNDS, "--rounds", help="Boosting rounds."),
 ) -> None:
     """Train the learned executor policy (a LightGBM ranker over the workflow's allowed actions)."""
@@ -258,7 +259,11 @@ def train_command(
     data = checked_star_args(dataset, split, data)
     lib = star_library_dir(data)
     ex = extract(data, split, lib, limit, every)
+    from evals.next_action import ZERO_SHOT_TASKS
+
     left_out = {t.strip() for t in exclude.split(",") if t.strip()}
+    if "zero-shot" in left_out:
+        left_out = (left_out - {"zero-shot"}) | set(ZERO_SHOT_TASKS)
     turns = [t for t in ex.turns if t.task not in left_out]
     policy = fit(turns, rounds, {"dataset": dataset, "split": split, "every": every, "excluded": sorted(left_out)})
     path = policy.save(out)

@@ -83,12 +83,12 @@ class Context:
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
-    executor_policy: str = field(default="interpreter", metadata={"kind": "executor_policy", "description": (
-        "Offline executor policy: interpreter (default) | learned:PATH (a ranker from `flowdesk train executor`; "
-        "`learned:` alone = the bundled dialogue/execution/models/executor_policy.json) | auto (the bundled "
-        "model when present). The learned ranker stays opt-in: it lowered the demo-desk compliance success "
-        "from 0.945 to 0.898 (0 invalid actions either way), so it is not the default until it beats the "
-        "interpreter there.")})
+    executor_policy: str = field(default="auto", metadata={"kind": "executor_policy", "description": (
+        "Offline executor policy: auto (default: the bundled learned ranker "
+        "dialogue/execution/models/executor_policy.json when the file is present, else the interpreter) | "
+        "interpreter (the PDL interpreter alone) | learned:PATH (a ranker from `flowdesk train executor`; "
+        "`learned:` alone = the bundled model). The ranker only re-orders the actions the workflow allows "
+        "now and calls no tool the procedure does not put there; the controllers check its choice.")})
     inducer_model: str = field(default="offline", metadata={"description": "Workflow inducer: offline | provider:model."})
     extractor_model: str = field(default="offline", metadata={"description": "Slot extractor: offline | provider:model."})
     user_simulator_model: str = field(default="offline", metadata={

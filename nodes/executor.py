@@ -123,7 +123,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                       tuple(state.get("prerequisites") or ()) if ctx.experience else ())
     # --- learned-policy hook (dialogue/execution/policy_learned.py; Context.executor_policy): a trained
     # ranker re-orders the actions the workflow allows now, the interpreter's proposal among them; this
-    # turn's rejections stay out and the post-controller still checks the result.  Default: no policy.
+    # turn's rejections stay out and the post-controller still checks the result.  Default
+    # (auto): the bundled model when its file is present, else the interpreter alone.
     policy = load_policy(ctx.executor_policy)
     if policy is not None:
         proposal = policy.choose(wf, interp, frame, reading, messages, proposal, rejected)

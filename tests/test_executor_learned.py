@@ -65,9 +65,8 @@ def test_policy_specs_and_bad_model_files(tmp_path):
         LearnedPolicy.load(broken)
 
 
-def test_interpreter_is_the_default_and_the_bundled_model_is_small_and_textless():
-    assert Context().executor_policy == "interpreter"
-    assert "0.898" in Context.__dataclass_fields__["executor_policy"].metadata["description"]
+def test_the_bundled_model_is_the_default_and_is_small_and_textless():
+    assert Context().executor_policy == "auto"
     assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2 * 1024 * 1024
     for spec in ("auto", "learned:"):
         policy = load_policy(spec)
@@ -81,15 +80,17 @@ def test_interpreter_is_the_default_and_the_bundled_model_is_small_and_textless(
 def test_candidates_are_the_actions_allowed_now(demo):
     wf = demo.workflows["book_table"]
     interp, fr, reading, messages, rules = _state(wf, "I'd like a table at Casa Fiorella for 2")
-    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
     assert cands[0].is_rules and cands[0].proposal == rules
     names = {(c.kind, c.name) for c in cands}
     assert ("api", "check_availability") in names
     assert ("api", "book") not in names  # its precondition (check_availability) has not run
-    assert {a.name for a in wf.answers} <= {n for k, n in names if k == "answer"} | {rules.get("name")}
-    assert ("request", "request_information") in names  # date and time are still missing
-    request = next(c for c in cands if c.kind == "request")
-    assert set(request.missing or (request.proposal or {}).get("args", {}).get("slots", [])) == {"date", "time"}
+    ran = set(fr.get("executed") or [])
+    offered = {n for k, n in names if k == "answer"} | {rules.get("name")}
+    assert {a.name for a in wf.answers if set(a.precondition) <= ran} <= offered
+    assert "confirm_booking" not in offered  # its precondition (book) has not run
+    # date and time are still missing: the rules' own question asks for them (no generic duplicate)
+    assert cands[0].name == "ask_booking_details" and ("request", "request_information") not in names
     tf = features(wf, interp, fr, reading, messages, cands, nxt)
     assert len(tf.rows) == len(cands) and all(len(r) == len(BASE_FEATURES) for r in tf.rows)
     # token features never carry the workflow's own name words
@@ -103,15 +104,48 @@ def test_the_user_just_gave_this_slot_and_the_yes_no_reading(demo):
     wf = demo.workflows["book_table"]
     interp, fr, reading, messages, rules = _state(wf, "Casa Fiorella, 2 people, 2026-12-23 at 19:00",
                                                   executed=["ask_booking_details"])
-    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
     tf = features(wf, interp, fr, reading, messages, cands, nxt)
     ask = cands.index(next(c for c in cands if c.name == "ask_booking_details"))
     assert tf.rows[ask][BASE_FEATURES.index("target_just_given")] == 1.0
     assert tf.rows[ask][BASE_FEATURES.index("last_is_this")] == 1.0
     interp, fr, reading, messages, rules = _state(wf, "yes please")
-    cands, nxt = candidates(wf, interp, fr, reading, rules)
+    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
     row = features(wf, interp, fr, reading, messages, cands, nxt).rows[0]
     assert (row[BASE_FEATURES.index("user_yes")], row[BASE_FEATURES.index("user_no")]) == (1.0, 0.0)
+
+
+def test_the_ranker_calls_no_tool_the_workflow_keeps(demo):
+    """Calls stay where the procedure puts them: never an irreversible API, none after a result arrived
+    this turn, none while the rules still collect a slot that call does not take, no repeat of a call
+    that succeeded with the same arguments; the rules' own call is always a candidate."""
+    from langchain_core.messages import ToolMessage
+
+    from dialogue.execution.policy_learned import ranker_may_call
+
+    wf = demo.workflows["return_item"]
+    check, create = wf.api("check_return_eligibility"), wf.api("create_return")
+    args = {"order_id": "ORD-7011", "item": "the ceramic vase"}
+    assert ranker_may_call(check, args, set(), {"calls": []})
+    assert not ranker_may_call(check, args, {"reason"}, {"calls": []})  # the reason is collected first
+    assert not ranker_may_call(check, args, set(), {"calls": [{"api": check.name, "args": args, "status": "ok"}]})
+    assert ranker_may_call(check, args, set(), {"calls": [{"api": check.name, "args": args, "status": "error"}]})
+    refund = demo.workflows["refund_order"].api("refund_order")
+    assert refund.irreversible and not ranker_may_call(refund, {"order_id": "ORD-7011"}, set(), {"calls": []})
+    interp, fr, reading, messages, rules = _state(wf, "I want to return the ceramic vase from order ORD-7011")
+    after = messages + [ToolMessage("{}", tool_call_id="c1")]
+    for msgs, offered in ((messages, True), (after, False)):
+        cands, _ = candidates(wf, interp, {**fr, "executed": ["ask_return_details", "verify_order"]}, reading,
+                              {"kind": "reply", "name": "x"}, msgs)
+        assert any(c.kind == "api" and c.name == check.name for c in cands) is offered
+        assert not any(c.kind == "api" and c.name == create.name for c in cands)
+
+
+def test_a_call_the_rules_make_now_is_made(demo):
+    policy = load_policy("auto")
+    wf = demo.workflows["book_table"]
+    interp, fr, reading, messages, rules = _state(wf, "A table at Casa Fiorella for 2 on 2026-12-23 at 19:00")
+    assert rules["kind"] == "tool" and policy.choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0)
 
 
 def test_choose_never_returns_a_rejected_proposal(demo):
@@ -125,7 +159,7 @@ def test_choose_never_returns_a_rejected_proposal(demo):
 
 @pytest.fixture(scope="module")
 def adversarial_model(tmp_path_factory, demo):
-    """A real ranker trained to prefer actions whose preconditions have not run (what no wizard does)."""
+    """A real ranker trained to prefer a call whose required arguments are missing (what no wizard does)."""
     from evals.train_executor import TurnRows, candidate_label, fit
 
     wf = demo.workflows["book_table"]
@@ -133,10 +167,12 @@ def adversarial_model(tmp_path_factory, demo):
     for i, text in enumerate(["hi", "Casa Fiorella for 2", "tomorrow at 19:00", "a table please", "Alice Smith",
                               "2026-12-23", "for four", "at 20:00"] * 8):
         interp, fr, reading, messages, rules = _state(wf, text)
-        cands, nxt = candidates(wf, interp, fr, reading, rules)
+        cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
         tf = features(wf, interp, fr, reading, messages, cands, nxt)
-        bad = next(k for k, c in enumerate(cands) if c.kind == "answer" and c.name == "confirm_booking")
-        turns.append(TurnRows(f"task{i % 3}", i, tf, bad, "confirm_booking", [candidate_label(c) for c in cands]))
+        bad = next((k for k, c in enumerate(cands) if c.kind == "api" and c.missing), None)
+        if bad is not None:
+            turns.append(TurnRows(f"task{i % 3}", i, tf, bad, "query", [candidate_label(c) for c in cands]))
+    assert len(turns) >= 16
     policy = fit(turns, rounds=30, min_tasks=1, info={"dataset": "adversarial"})
     return policy.save(tmp_path_factory.mktemp("adv") / "adversarial.json")
 
@@ -145,16 +181,17 @@ def test_the_controllers_precheck_vetoes_an_invalid_learned_choice(demo, adversa
     wf = demo.workflows["book_table"]
     policy = LearnedPolicy.load(adversarial_model)
     interp, fr, reading, messages, rules = _state(wf, "A table at Casa Fiorella for 2 please")
-    assert policy.rank(wf, interp, fr, reading, messages, rules)[0].name == "confirm_booking"
+    best = policy.rank(wf, interp, fr, reading, messages, rules)[0]
+    assert (best.kind, best.name) == ("api", "check_availability") and best.missing  # no date, no time
     proposal, vetoed = policy.choice(wf, interp, fr, reading, messages, rules, [])
-    assert vetoed >= 1 and proposal.get("name") != "confirm_booking"
+    assert vetoed >= 1 and proposal.get("kind") != "tool"
     env = CheckEnv(turn=1, max_turns=50, max_api_repeats=3, scope=scope_of(fr, reading), procedure=interp.procedure)
     assert all(v["ok"] for v in run_checks(proposal, wf, fr, env))
 
 
 @pytest.mark.parametrize("precheck", [True, False])
 def test_learned_choice_is_gated_by_the_controllers(agent, agent_context, adversarial_model, monkeypatch, precheck):
-    """The adversarial ranker prefers "You're booked" before any booking.  With the policy's own pre-check
+    """The adversarial ranker prefers an availability check without date and time.  With the policy's own pre-check
     it proposes an allowed action instead; with the pre-check switched off the invalid choice reaches the
     post-controller, which rejects it: either way the user never sees it and no tool runs out of order."""
     import dialogue.execution.policy_learned as learned
@@ -164,10 +201,10 @@ def test_learned_choice_is_gated_by_the_controllers(agent, agent_context, advers
         monkeypatch.setattr(learned, "allowed_now", lambda *a: True)
     ctx = type(agent_context)(**{**agent_context.__dict__, "executor_policy": f"learned:{adversarial_model}"})
     r = run_turn(agent, uuid.uuid4().hex[:8], "I'd like to book a table at Trattoria Lumi for 2 people", context=ctx)
-    gated = [v for v in r.violations if v["controller"] == "node_dependency"
-             and (v.get("proposal") or {}).get("name") == "confirm_booking"]
+    gated = [v for v in r.violations if v["controller"] == "argument_schema"
+             and (v.get("proposal") or {}).get("name") == "check_availability"]
     assert bool(gated) is (not precheck)
-    assert "You're booked" not in r.reply and "book" not in [c["name"] for c in r.tool_calls]
+    assert not r.tool_calls  # no call ran without its arguments
     assert r.reply.strip()
 
 

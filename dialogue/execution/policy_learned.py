@@ -3,9 +3,12 @@ actions the workflow allows now.  This module owns the candidate generator, the 
 file format and loading, and the one hook the executor node calls (``LearnedPolicy.choose``, after ``policy_offline.decide``).
 
 Candidates (``candidates``): the rules' own proposal (the interpreter plus the executor's reply
-rules), the interpreter's procedure-next node, every ANSWER of the workflow, every API call site of
+rules), the interpreter's procedure-next node, every ANSWER of the workflow whose preconditions ran, every API call site of
 the procedure whose preconditions ran (one per fixed-argument variant, ``# query_check: RequestType =
-Check``), a question for the slots the next API still misses, and the out-of-workflow reply.
+Check``) that the ranker may call on its own (``ranker_may_call``: before any result this turn, no
+irreversible API, nothing the rules are still collecting for later, no repeat of a call that
+succeeded), a question for the slots an API still misses (unless the rules already ask them), and the
+out-of-workflow reply.
 
 Features are relative to the workflow and name no task or service, so a model carries to workflows it
 never saw: is this the interpreter's next node / the rules' choice; how far the node stands after the
@@ -19,9 +22,9 @@ node's own template.  The model is a LightGBM ranker (``evals/train_executor.py`
 
 Guarantees: the ranker only orders candidates.  Its choice skips proposals the post-controller already
 rejected this turn and those the controllers' proposal checks (``PROPOSAL_CHECKS``) turn down, and the
-graph's ``post_controller`` still checks every proposal before a tool or the user sees it; when no
-policy is configured (``Context.executor_policy = "interpreter"``, the default) the interpreter
-decides alone.
+graph's ``post_controller`` still checks every proposal before a tool or the user sees it.  The default
+(``Context.executor_policy = "auto"``) uses the bundled model when its file is present;
+``interpreter`` lets the interpreter decide alone.
 
 State: the active frame (``dialogue.frames.Frame``: executed, slots, results, calls, asked) and the
 turn's reading (``yesno``, ``info_missing``) — the same inputs as ``policy_offline.decide``.
@@ -48,7 +51,7 @@ from workflows.text import content_words, last_user_text, message_text, stemmed
 
 from ..frames import Frame, scope_of
 from .interpreter import Interpreter, NextAction, fixed_args
-from .policy_offline import CLOSING_USER, GOODBYE, GREETING_ONLY, same
+from .policy_offline import CLOSING_USER, GOODBYE, GREETING_ONLY, called_since_user, same
 from .replies import OOW, new_call_id, proposal_for, question_for
 
 FORMAT_VERSION = 1
@@ -220,8 +223,8 @@ def _values(frame: Frame | dict) -> dict:
     return values_view(frame.get("slots"), frame.get("results"))
 
 
-def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
-               rules: dict) -> tuple[list[Candidate], Any]:
+def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, rules: dict,
+               messages: list[BaseMessage]) -> tuple[list[Candidate], Any]:
     """The actions allowed now (rules' proposal first), and the interpreter's next action."""
     nxt = interp.next_action(frame, reading)
     values = _values(frame)
@@ -245,19 +248,26 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: 
     add(Candidate(rk, rules.get("name") or "", fixed=rfixed, args=dict(rules.get("args") or {}) if rk == "api" else {},
                   proposal=rules, is_rules=True,
                   site=next((s for s in view.sites if s.name == rules.get("name") and s.fixed == rfixed), None)))
+    # calls the ranker may make on its own (see ``ranker_may_call``); the rules' own call is always there
+    open_calls = not called_since_user(messages)
+    asked = set(asked_slots(rules, view, values))
     for s in view.sites:
         api = wf.api(s.name)
         if api is None or any(p not in executed for p in api.precondition):
             continue
         args, missing = interp.call_args(frame, s.name, s.args, s.fixed)
-        add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
-                      build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a, "call_id": new_call_id()}))
-        if missing:
-            slots = [m for m in missing if wf.slot(m)] or missing
+        if open_calls and ranker_may_call(api, args, asked, frame):
+            add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
+                          build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a,
+                                                          "call_id": new_call_id()}))
+        slots = [m for m in missing if wf.slot(m)] or missing
+        if missing and not set(slots) <= asked:  # the rules' own question (in the workflow's words) asks it
             add(Candidate("request", "request_information", missing=slots,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
     for a in wf.answers:
+        if any(p not in executed for p in a.precondition):
+            continue  # the controllers' dependency check would turn it down (and it saves the features)
         miss = [t for t in view.targets.get(a.name, []) if not _filled(values, t)]
         add(Candidate("answer", a.name, missing=miss,
                       build=lambda n=a.name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
@@ -265,6 +275,28 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: 
                                              "text": "I'm sorry, I can't help with that here. Is there anything "
                                                      "else I can help with?"}))
     return out, nxt
+
+
+def asked_slots(rules: dict, view: _View, values: dict) -> list[str]:
+    """The slots the rules' proposal asks for: a question's, or the unfilled targets of an ANSWER that
+    collects slots ([] for any other proposal)."""
+    if rules.get("kind") != "reply":
+        return []
+    slots = list((rules.get("args") or {}).get("slots") or [])
+    return slots or [t for t in view.targets.get(rules.get("name") or "", []) if not _filled(values, t)]
+
+
+def ranker_may_call(api, args: dict, asked: set[str], frame: Frame | dict) -> bool:
+    """Whether the ranker may call ``api`` with ``args`` instead of the rules' proposal (the turn has no
+    tool result yet: a result that just arrived is answered as the procedure says).  Real agents query as
+    soon as they have enough ("query early"), but a side effect happens only where the procedure puts it:
+    never an irreversible API; never while the rules ask for something this call does not take (the
+    procedure collects it first, e.g. a return's reason before its eligibility check); never a call
+    that already succeeded with exactly these arguments (it would return the same result)."""
+    if api.irreversible or not asked <= set(api.param_names):
+        return False
+    return not any(c.get("api") == api.name and c.get("status", "ok") == "ok" and (c.get("args") or {}) == args
+                   for c in frame.get("calls") or [])
 
 
 # --- features ------------------------------------------------------------------------------------------
@@ -478,7 +510,7 @@ class LearnedPolicy:
     def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
              messages: list[BaseMessage], rules: dict) -> list[Candidate]:
         """The candidates, best first."""
-        cands, nxt = candidates(wf, interp, frame, reading, rules)
+        cands, nxt = candidates(wf, interp, frame, reading, rules, messages)
         s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
         return [cands[i] for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
@@ -491,12 +523,19 @@ class LearnedPolicy:
                messages: list[BaseMessage], rules: dict, rejected: list[dict]) -> tuple[dict, int]:
         """The best-ranked candidate that was not rejected in this turn and that the controllers' checks of
         the proposal itself allow (the rules' proposal when none is), and how many better-ranked
-        candidates those checks vetoed (the evaluation reports it).  Pure: the policy is shared."""
+        candidates those checks vetoed (the evaluation reports it).  The workflow keeps two decisions:
+        a call the rules make now is made (the user gave what it needs), and the reply just given is not
+        repeated while the rules move on.  Pure: the policy is shared."""
+        if rules.get("kind") == "tool" and not any(same(rules, r) for r in rejected):
+            return rules, 0  # the workflow's call with what the user gave: run it (see ``candidates``)
         vetoed = 0
+        executed = frame.get("executed") or []
         for c in self.rank(wf, interp, frame, reading, messages, rules):
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
+            if not c.is_rules and executed and c.kind != "api" and c.name == executed[-1]:
+                continue  # the reply just given, again, while the rules move on: a loop
             if c.is_rules or allowed_now(p, wf, interp, frame, reading):
                 return p, vetoed
             vetoed += 1
