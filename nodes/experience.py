@@ -18,6 +18,7 @@ Without a store, blocks or an active workflow it writes ``""`` and ``[]``: a no-
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -27,6 +28,20 @@ from dialogue.frames import successful_calls, top
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State
+
+log = logging.getLogger("flowdesk.experience")
+_SAID: set[str] = set()
+
+
+def _unavailable(exc: Exception) -> None:
+    """Log, once per kind of failure, that the experience store did not answer (the turn runs without it)."""
+    from workflows.sanitize import redact
+
+    what = f"{type(exc).__name__}: {str(exc)[:160]}"
+    if what not in _SAID:
+        _SAID.add(what)
+        log.warning(redact(f"experience store not answering ({what}); this turn runs without experience"))
+
 
 MAX_BLOCKS = 8  # blocks retrieved per step (a workflow has one workflow block, a contrast block, action blocks)
 
@@ -42,9 +57,13 @@ def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if wf is None:
         return none
     store = res.experience
-    if store is None or not store.count():
+    try:
+        if store is None or not store.count():
+            return none
+        blocks = store.search(state.get("user_intention") or wf.display_name, res.library_key, wf.name, MAX_BLOCKS)
+    except Exception as exc:  # noqa: BLE001 - a Chroma server gone mid-session: experience is advice, the turn goes on
+        _unavailable(exc)
         return none
-    blocks = store.search(state.get("user_intention") or wf.display_name, res.library_key, wf.name, MAX_BLOCKS)
     if not blocks:
         return none
     prerequisites = []

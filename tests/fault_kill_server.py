@@ -65,7 +65,9 @@ class Harness:
         self.work = work
         self.db = str(work / "demo.sqlite")
         self.checkpoints = str(work / "checkpoints.sqlite")
-        self.context = Context(store_dir=store, db_path=self.db, confirm_irreversible=confirm)
+        # experience off: its node asks Chroma each turn, and a Chroma client (a Rust runtime with its own
+        # threads) cannot be used in a child forked after the parent opened it — the child would hang.
+        self.context = Context(store_dir=store, db_path=self.db, confirm_irreversible=confirm, experience=False)
 
     # --- processes -----------------------------------------------------------------------------------
     def _agent(self, saver):
