@@ -108,6 +108,16 @@ def test_free_text_date_keeps_the_form_its_example_is_written_in():
     assert at == {"meeting_time": "12:30 on February 21, 2050"}
 
 
+def test_values_asked_together_are_taken_in_the_questions_order_when_unlabelled():
+    wf = WF.model_copy(update={"slots": [Slot(name="meeting_own", description="Conference initiator"),
+                                         Slot(name="own_value", description="User DingTalk name")]})
+    both = ["meeting_own", "own_value"]
+    assert fill_slots("that would be ajb, that would be wabg.", wf, pending=both, today=TODAY).values == \
+        {"meeting_own": "ajb", "own_value": "wabg"}
+    # as many parts as questions only: otherwise no part is given to the second question
+    assert "own_value" not in fill_slots("ajb, wabg, and xyz", wf, pending=both, today=TODAY).values
+
+
 def test_slot_kind_from_description():
     assert slot_kind(Slot(name="when", description="Date and time")) == "datetime"
     assert slot_kind(Slot(name="size", description="Number of guests")) == "integer"

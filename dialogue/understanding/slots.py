@@ -537,6 +537,17 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             break
     # the asked-for string slot takes the reply itself (minus filler) unless it is a question
     open_slots = [n for n in pending if n not in out.values]
+    plain = not out.is_question and "?" not in message and not CORRECTION.search(message)
+    if len(open_slots) > 1 and plain and all(kinds[n] in ("string", "id", "person") for n in open_slots):
+        # several values asked in one question, answered in its order without labels ("It's ajb, and
+        # wabg"): one comma/semicolon part each, when there are as many parts as open questions
+        parts = [v for part in re.split(r"[;,]", rest()) if (v := free_value(part, "string"))
+                 and not all(t in _FILLER_WORDS for t in _tokens(v))]
+        if len(parts) == len(open_slots) and all(fits_slot(v, n, fits, whole=kinds[n] == "id")
+                                                 for v, n in zip(parts, open_slots)):
+            for v, n in zip(parts, open_slots):
+                out.set(n, v, 0.6)
+            open_slots = []
     for name in open_slots[:1]:
         # one question, nothing else understood: the reply itself is the answer.  Not a correction of
         # another value ("Sorry, I meant the 11th") nor a question ("where is my order ORD-7002?")
