@@ -541,7 +541,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     if len(open_slots) > 1 and plain and all(kinds[n] in ("string", "id", "person") for n in open_slots):
         # several values asked in one question, answered in its order without labels ("It's ajb, and
         # wabg"): one comma/semicolon part each, when there are as many parts as open questions
-        parts = [v for part in re.split(r"[;,]", rest()) if (v := free_value(part, "string"))
+        parts = [v for part in re.split(r"[;,]", rest())
+                 if (v := free_value(re.sub(r"^\s*(?:(?:and|also|then)\b\s*)+", "", part, flags=re.I), "string"))
                  and not all(t in _FILLER_WORDS for t in _tokens(v))]
         if len(parts) == len(open_slots) and all(fits_slot(v, n, fits, whole=kinds[n] == "id")
                                                  for v, n in zip(parts, open_slots)):
