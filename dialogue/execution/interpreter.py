@@ -6,8 +6,8 @@ walks the procedure tree and returns the next node to perform:
 - a call whose node already ran is skipped (each run is consumed once, so ``while`` bodies re-run);
 - ``[a, b] = ANSWER.x()`` collects slots: when they are all filled (the user gave them early —
   procedure jumping) the question is skipped; ``ANSWER.request_information("slot")`` asks for it;
-- an API call is next when reached; missing required parameters, and optional ones the call passes
-  explicitly, turn it into a question (asked once);
+- an API call is next when reached; missing required parameters (for an API that declares none
+  required: the arguments its call passes) turn it into a question (asked once);
 - ``if``/``while`` conditions are evaluated by ``workflows.semantics`` (the same evaluator the
   controllers use); an undecidable ``COND("...")`` makes the executor ask the user once (the answer
   is recorded in ``frame.conditions``);
@@ -305,9 +305,10 @@ class _Walk:
             v = self._values.get(source)
             if v is not None and v != "":
                 args[p] = v
-            elif p in required or i < len(positional):
-                # an optional parameter the procedure's call passes is one the workflow collects: asked
-                # for like a required one (once — the call still runs without it when the user has none)
+            elif p in required or (not required and i < len(positional)):
+                # an API that declares no parameter required says nothing about what it needs: the
+                # arguments the procedure's call passes are what the workflow collects, asked for like
+                # required ones (once — the call still runs without them when the user has none)
                 missing.append(source)
         for p in required:  # required parameters not declared in properties
             if p not in params and not self._filled(p):
