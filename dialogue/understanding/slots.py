@@ -538,9 +538,11 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     # the asked-for string slot takes the reply itself (minus filler) unless it is a question
     open_slots = [n for n in pending if n not in out.values]
     plain = not out.is_question and "?" not in message and not CORRECTION.search(message)
-    if len(open_slots) > 1 and plain and all(kinds[n] in ("string", "id", "person") for n in open_slots):
+    if len(open_slots) > 1 and plain and all(kinds[n] in ("string", "person") for n in open_slots):
         # several values asked in one question, answered in its order without labels ("It's ajb, and
-        # wabg"): one comma/semicolon part each, when there are as many parts as open questions
+        # wabg"): one comma/semicolon part each, when there are as many parts as open questions.  Not
+        # with an identifier among them: its own shape places it, and "C-1005, 75 Elm Street, Northwind"
+        # would split an address
         parts = [v for part in re.split(r"[;,]", rest())
                  if (v := free_value(re.sub(r"^\s*(?:(?:and|also|then)\b\s*)+", "", part, flags=re.I), "string"))
                  and not all(t in _FILLER_WORDS for t in _tokens(v))]
