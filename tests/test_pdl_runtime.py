@@ -263,6 +263,11 @@ def test_optional_parameter_is_not_asked_when_the_call_does_not_pass_it_or_the_a
         "parameters": {**api.parameters, "required": ["city"]}})]})
     act = next_action(declared, {"slots": {"city": "Oslo"}})
     assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
+    # the workflow asks for some arguments itself: those say what it collects, the price is a filter
+    own = SEARCH.model_copy(update={"answers": SEARCH.answers + [
+        SEARCH.answers[0].model_copy(update={"name": "search_ask_city", "template": "Which city?"})]})
+    act = next_action(own, {"slots": {"city": "Oslo"}})
+    assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
 
 
 def test_condition_answers_are_never_api_arguments():
