@@ -241,7 +241,32 @@ SEARCH = Workflow.model_validate({
 
 def test_briefing_before_a_call_is_skipped_when_the_user_already_gave_criteria():
     assert next_action(SEARCH, {}).name == "inform_criteria"
+    act = next_action(SEARCH, {"slots": {"city": "Oslo", "price": "cheap"}})
+    assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo", "price": "cheap"})
+
+
+def test_optional_parameter_the_call_passes_is_asked_once_then_the_call_runs_without_it():
+    """The API declares nothing required; ``API.search(city, price)`` says the call takes a price: asked
+    for (once), not silently left out."""
     act = next_action(SEARCH, {"slots": {"city": "Oslo"}})
+    assert (act.kind, act.name, act.slots) == ("ask", "request_information", ["price"])
+    act = next_action(SEARCH, {"slots": {"city": "Oslo"}, "executed": ["request_information"]})
+    assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
+
+
+def test_optional_parameter_is_not_asked_when_the_call_does_not_pass_it_or_the_api_declares_what_it_needs():
+    wf = SEARCH.model_copy(update={"procedure": "[hotels] = API.search(city)\nANSWER.show_results()\n"})
+    act = next_action(wf, {"slots": {"city": "Oslo"}})
+    assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
+    api = SEARCH.apis[0]
+    declared = SEARCH.model_copy(update={"apis": [api.model_copy(update={
+        "parameters": {**api.parameters, "required": ["city"]}})]})
+    act = next_action(declared, {"slots": {"city": "Oslo"}})
+    assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
+    # the workflow asks for some arguments itself: those say what it collects, the price is a filter
+    own = SEARCH.model_copy(update={"answers": SEARCH.answers + [
+        SEARCH.answers[0].model_copy(update={"name": "search_ask_city", "template": "Which city?"})]})
+    act = next_action(own, {"slots": {"city": "Oslo"}})
     assert (act.kind, act.name, act.args) == ("api", "search", {"city": "Oslo"})
 
 

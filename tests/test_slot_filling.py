@@ -94,6 +94,30 @@ def test_datetime_slot_combines_date_and_time():
     assert fill("tomorrow 19:30", ["time"]).values["time"] == "2026-11-22 19:30"
 
 
+def test_free_text_date_keeps_the_form_its_example_is_written_in():
+    """A string slot whose example writes dates in words takes them as said; typed or ISO-example slots and
+    relative dates get the normal form."""
+    wf = WF.model_copy(update={"slots": [
+        Slot(name="meeting_time", description='Meeting start time, year + month + day, default "February 8, 2046"')]})
+    iso = WF.model_copy(update={"slots": [Slot(name="day", description='Day, e.g. "2046-02-08"')]})
+    said = fill_slots("It was November 8, 2044.", wf, pending=["meeting_time"], today=TODAY).values
+    assert said == {"meeting_time": "November 8, 2044"}
+    assert fill_slots("November 8, 2044", iso, pending=["day"], today=TODAY).values == {"day": "2044-11-08"}
+    assert fill_slots("tomorrow", wf, pending=["meeting_time"], today=TODAY).values == {"meeting_time": "2026-11-22"}
+    at = fill_slots("at 12:30 on February 21, 2050", wf, pending=["meeting_time"], today=TODAY).values
+    assert at == {"meeting_time": "12:30 on February 21, 2050"}
+
+
+def test_values_asked_together_are_taken_in_the_questions_order_when_unlabelled():
+    wf = WF.model_copy(update={"slots": [Slot(name="meeting_own", description="Conference initiator"),
+                                         Slot(name="own_value", description="User DingTalk name")]})
+    both = ["meeting_own", "own_value"]
+    assert fill_slots("that would be ajb, that would be wabg.", wf, pending=both, today=TODAY).values == \
+        {"meeting_own": "ajb", "own_value": "wabg"}
+    # as many parts as questions only: otherwise no part is given to the second question
+    assert "own_value" not in fill_slots("ajb, wabg, and xyz", wf, pending=both, today=TODAY).values
+
+
 def test_slot_kind_from_description():
     assert slot_kind(Slot(name="when", description="Date and time")) == "datetime"
     assert slot_kind(Slot(name="size", description="Number of guests")) == "integer"

@@ -6,7 +6,9 @@ walks the procedure tree and returns the next node to perform:
 - a call whose node already ran is skipped (each run is consumed once, so ``while`` bodies re-run);
 - ``[a, b] = ANSWER.x()`` collects slots: when they are all filled (the user gave them early —
   procedure jumping) the question is skipped; ``ANSWER.request_information("slot")`` asks for it;
-- an API call is next when reached; missing required parameters turn it into a question;
+- an API call is next when reached; missing required parameters (for an API that declares none
+  required and no question of the workflow's own for them: the arguments its call passes) turn it
+  into a question (asked once);
 - ``if``/``while`` conditions are evaluated by ``workflows.semantics`` (the same evaluator the
   controllers use); an undecidable ``COND("...")`` makes the executor ask the user once (the answer
   is recorded in ``frame.conditions``);
@@ -296,6 +298,10 @@ class _Walk:
         required = api.required_params if api else positional
         args: dict[str, Any] = {}
         missing: list[str] = []
+        # an API that declares no parameter required says nothing about what it needs: unless the workflow
+        # has questions of its own for some of the call's arguments (then those say what it collects), the
+        # arguments the procedure's call passes are what it collects
+        collects = not required and not any(self.askers(a) for a in positional)
         for i, p in enumerate(params):
             if p in fixed:
                 args[p] = fixed[p]
@@ -304,7 +310,8 @@ class _Walk:
             v = self._values.get(source)
             if v is not None and v != "":
                 args[p] = v
-            elif p in required:
+            elif p in required or (collects and i < len(positional)):
+                # asked for like required ones (once: the call still runs without them when the user has none)
                 missing.append(source)
         for p in required:  # required parameters not declared in properties
             if p not in params and not self._filled(p):

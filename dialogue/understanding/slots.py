@@ -49,6 +49,34 @@ class Filled:
             self.values[slot], self.confidence[slot] = value, conf
 
 
+_QUOTED = re.compile(r"[\"“]([^\"“”]+)[\"”]")
+_NORMAL_FORM = re.compile(r"(?:\d{4}-\d{2}-\d{2}|(?:mon|tues|wednes|thurs|fri|satur|sun)day)(?:[ T]\d{1,2}:\d{2})?"
+                          r"|\d{1,2}:\d{2}", re.I)  # what find_date / find_time return
+
+
+def _written_form(slot: Slot) -> bool:
+    """The slot is free text whose own quoted example is written other than in our normal form of a date
+    or time (``e.g. "November 8, 2044"``, ``"2024/3/27"``, ``"12:00 on the 19th"``): its tool takes the
+    value as people write it."""
+    if slot.type != "string":
+        return False
+    return any(re.search(r"\d", ex) and not _NORMAL_FORM.fullmatch(ex.strip())
+               for ex in _QUOTED.findall(slot.description or ""))
+
+
+def _as_said(slot: Slot, text: str, found: list[tuple[str, tuple[int, int]]]) -> str | None:
+    """The words a date/time was said in, for a slot whose tool takes it as written (``_written_form``).
+    None otherwise, and for a relative date ("tomorrow": no digit), whose normal form is what it means."""
+    if not found or not _written_form(slot):
+        return None
+    spans = sorted(x[1] for x in found)
+    if len(spans) == 2 and spans[1][0] - spans[0][1] > 4:  # far apart: each part as said
+        said = " ".join(text[a:b].strip(" ,.;") for a, b in spans)
+    else:  # "12:30 on February 21, 2050" as one phrase
+        said = text[spans[0][0]:spans[-1][1]].strip(" ,.;")
+    return said if re.search(r"\d", said) else None
+
+
 def slot_kind(slot: Slot) -> str:
     """The effective kind of a slot; string slots are refined by their name and description."""
     if slot.enum:
@@ -454,14 +482,14 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             elif kind == "datetime":
                 d, t = find_date(src, today), find_time(src)
                 if d or t:
-                    out.set(s.name, " ".join(x[0] for x in (d, t) if x), 0.9 if d and t else 0.7)
-                    for x in (d, t):
-                        if x:
-                            take(x[1])
+                    found = [x for x in (d, t) if x]
+                    out.set(s.name, _as_said(s, src, found) or " ".join(x[0] for x in found), 0.9 if d and t else 0.7)
+                    for x in found:
+                        take(x[1])
             elif kind == "time" and (t := find_time(src)):
-                out.set(s.name, t[0], 0.9), take(t[1])
+                out.set(s.name, _as_said(s, src, [t]) or t[0], 0.9), take(t[1])
             elif kind == "date" and (d := find_date(src, today)):
-                out.set(s.name, d[0], 0.9), take(d[1])
+                out.set(s.name, _as_said(s, src, [d]) or d[0], 0.9), take(d[1])
             elif kind == "enum":
                 hit = match_enum(src, s.enum or [], whole=is_pending, today=today)
                 if hit:
@@ -509,6 +537,20 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             break
     # the asked-for string slot takes the reply itself (minus filler) unless it is a question
     open_slots = [n for n in pending if n not in out.values]
+    plain = not out.is_question and "?" not in message and not CORRECTION.search(message)
+    if len(open_slots) > 1 and plain and all(kinds[n] in ("string", "person") for n in open_slots):
+        # several values asked in one question, answered in its order without labels ("It's ajb, and
+        # wabg"): one comma/semicolon part each, when there are as many parts as open questions.  Not
+        # with an identifier among them: its own shape places it, and "C-1005, 75 Elm Street, Northwind"
+        # would split an address
+        parts = [v for part in re.split(r"[;,]", rest())
+                 if (v := free_value(re.sub(r"^\s*(?:(?:and|also|then)\b\s*)+", "", part, flags=re.I), "string"))
+                 and not all(t in _FILLER_WORDS for t in _tokens(v))]
+        if len(parts) == len(open_slots) and all(fits_slot(v, n, fits, whole=kinds[n] == "id")
+                                                 for v, n in zip(parts, open_slots)):
+            for v, n in zip(parts, open_slots):
+                out.set(n, v, 0.6)
+            open_slots = []
     for name in open_slots[:1]:
         # one question, nothing else understood: the reply itself is the answer.  Not a correction of
         # another value ("Sorry, I meant the 11th") nor a question ("where is my order ORD-7002?")
