@@ -119,14 +119,14 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         proposal = policy_llm.propose(model, wf, messages, frame, guidance, violations, suggestion)
         if proposal is not None and not any(same(proposal, r) for r in rejected):
             return {"proposal": proposal}
-    proposal = decide(wf, interp, frame, reading, messages, rejected,
-                      tuple(state.get("prerequisites") or ()) if ctx.experience else ())
+    prerequisites = tuple(state.get("prerequisites") or ()) if ctx.experience else ()
+    proposal = decide(wf, interp, frame, reading, messages, rejected, prerequisites)
     # --- learned-policy hook (dialogue/execution/policy_learned.py; Context.executor_policy): a trained
     # ranker re-orders the actions the workflow allows now, the interpreter's proposal among them; this
     # turn's rejections stay out and the post-controller still checks the result.  Default
     # (auto): the bundled model when its file is present, else the interpreter alone.
     policy = load_policy(ctx.executor_policy)
     if policy is not None:
-        proposal = policy.choose(wf, interp, frame, reading, messages, proposal, rejected)
+        proposal = policy.choose(wf, interp, frame, reading, messages, proposal, rejected, prerequisites)
     # --- end of the learned-policy hook
     return {"proposal": proposal}

@@ -245,3 +245,19 @@ def test_train_and_evaluate_on_a_star_sample(tmp_path):
     assert m["summary"]["weighted_f1"] == m["overall"]["offline"]["weighted_f1"]  # the existing keys stay
     assert m["summary"]["learned_weighted_f1"] == m["overall"]["learned"]["weighted_f1"]
     assert 0 <= m["summary"]["learned_vetoed_share"] <= 1
+
+
+def test_verified_experience_gates_the_learned_choice_like_the_pdl():
+    """A call whose learned prerequisite has not succeeded, or a question for a value that prerequisite's
+    result provides, is not a learned choice (the interpreter's proposal stands instead)."""
+    from dialogue.execution.policy_learned import _against_experience
+
+    frame = {"workflow": "transfer_money", "calls": []}
+    prereq = [{"workflow": "transfer_money", "action": "transfer", "requires": "verify_identity", "kind": "action",
+               "provides": ["session_token"]}]
+    call = {"kind": "tool", "name": "transfer", "args": {}}
+    ask = {"kind": "reply", "name": "request_information", "args": {"slots": ["session_token"]}}
+    assert _against_experience(call, prereq, frame) and _against_experience(ask, prereq, frame)
+    assert not _against_experience(call, (), frame)  # no experience: nothing to gate
+    done = {**frame, "calls": [{"api": "verify_identity", "status": "ok", "args": {}}]}
+    assert not _against_experience(call, prereq, done) and not _against_experience(ask, prereq, done)

@@ -49,6 +49,7 @@ from workflows.pdl import TEMPLATE_VAR, Workflow
 from workflows.semantics import values_view
 from workflows.text import content_words, last_user_text, message_text, stemmed
 
+from ..experience import provider_of, unmet
 from ..frames import Frame, scope_of
 from .interpreter import Interpreter, NextAction, fixed_args
 from .policy_offline import CLOSING_USER, GOODBYE, GREETING_ONLY, called_since_user, same
@@ -515,17 +516,20 @@ class LearnedPolicy:
         return [cands[i] for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
     def choose(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
-               messages: list[BaseMessage], rules: dict, rejected: list[dict]) -> dict:
+               messages: list[BaseMessage], rules: dict, rejected: list[dict], prerequisites=()) -> dict:
         """The executor's hook: the proposal to make instead of the rules' (see ``choice``)."""
-        return self.choice(wf, interp, frame, reading, messages, rules, rejected)[0]
+        return self.choice(wf, interp, frame, reading, messages, rules, rejected, prerequisites)[0]
 
     def choice(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
-               messages: list[BaseMessage], rules: dict, rejected: list[dict]) -> tuple[dict, int]:
+               messages: list[BaseMessage], rules: dict, rejected: list[dict],
+               prerequisites=()) -> tuple[dict, int]:
         """The best-ranked candidate that was not rejected in this turn and that the controllers' checks of
         the proposal itself allow (the rules' proposal when none is), and how many better-ranked
         candidates those checks vetoed (the evaluation reports it).  The workflow keeps two decisions:
         a call the rules make now is made (the user gave what it needs), and the reply just given is not
-        repeated while the rules move on.  Pure: the policy is shared."""
+        repeated while the rules move on.  Verified experience (``prerequisites``, ``dialogue.experience``)
+        gates like the PDL: no call whose learned prerequisite has not succeeded, no question for a value
+        such a prerequisite's result provides.  Pure: the policy is shared."""
         if rules.get("kind") == "tool" and not any(same(rules, r) for r in rejected):
             return rules, 0  # the workflow's call with what the user gave: run it (see ``candidates``)
         vetoed = 0
@@ -536,10 +540,19 @@ class LearnedPolicy:
                 continue
             if not c.is_rules and executed and c.kind != "api" and c.name == executed[-1]:
                 continue  # the reply just given, again, while the rules move on: a loop
-            if c.is_rules or allowed_now(p, wf, interp, frame, reading):
+            if c.is_rules or (allowed_now(p, wf, interp, frame, reading)
+                              and not _against_experience(p, prerequisites, frame)):
                 return p, vetoed
             vetoed += 1
         return rules, vetoed
+
+
+def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:
+    if not prerequisites:
+        return False
+    if proposal.get("kind") == "tool":
+        return bool(unmet(prerequisites, frame, proposal.get("name") or ""))
+    return provider_of(prerequisites, frame, (proposal.get("args") or {}).get("slots") or ()) is not None
 
 
 # the post-controller's checks that read only the proposal, the workflow and the frame
