@@ -19,7 +19,7 @@ Where it lives (``events_location``): ``events.sqlite`` beside the SQLite checkp
 committed transaction per append), the same PostgreSQL database as the checkpoints (table
 ``flowdesk_events``) when ``FLOWDESK_CHECKPOINT_URL`` is a ``postgres://`` URL, or ``memory:<name>``
 beside an in-memory checkpointer.  The graph state keeps only the latest events (``trace``); the full
-history is here.  API::
+history is here; the connection (SQLite/PostgreSQL) is ``memory.sqlstore``'s.  API::
 
     log = open_event_log(".flowdesk/events.sqlite")   # or "postgresql://...", or "memory:x"
     log.append([Event(...), ...])                     # seq/ts filled in
@@ -33,19 +33,18 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from workflows.sanitize import redact, redact_data
+from workflows.sanitize import redact_data
+
+from .sqlstore import MEMORY_PREFIX, POSTGRES, OpenPerLocation, connect
 
 TABLE = "flowdesk_events"
 EVENTS_FILE = "events.sqlite"
-MEMORY_PREFIX = "memory:"
 KINDS = ("user", "decision", "candidates", "experience", "proposal", "verdict", "tool_call", "tool_result",
          "tool_error", "tool_cancelled", "interrupt", "interrupt_answer", "reply", "outcome", "recovered")
 Kind = Literal["user", "decision", "candidates", "experience", "proposal", "verdict", "tool_call", "tool_result",
@@ -75,7 +74,7 @@ def events_location(ledger_or_checkpoint: str) -> str:
     """The event log beside a ledger/checkpoint location: same Postgres database, ``events.sqlite``
     in the same directory, or the same ``memory:`` name."""
     loc = str(ledger_or_checkpoint or "")
-    if not loc or loc.startswith(("postgres://", "postgresql://", MEMORY_PREFIX)):
+    if not loc or loc.startswith((*POSTGRES, MEMORY_PREFIX)):
         return loc
     if loc == ":memory:":
         return MEMORY_PREFIX + "default"
@@ -86,29 +85,37 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-class EventLog:
-    """Append-only log over SQLite or PostgreSQL (the SQL is shared; subclasses give the connection)."""
+def _schema(postgres: bool) -> tuple[str, ...]:
+    seq = "BIGSERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY AUTOINCREMENT"
+    return (f"CREATE TABLE IF NOT EXISTS {TABLE} (seq {seq}, thread TEXT NOT NULL, session TEXT NOT NULL, "
+            f"ts TEXT NOT NULL, kind TEXT NOT NULL, turn INTEGER NOT NULL, workflow TEXT NOT NULL, "
+            f"frame TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, seq)")
 
-    _param = "?"
-    _cols = "seq, thread, session, ts, kind, turn, workflow, frame, name, data"
+
+_COLS = "seq, thread, session, ts, kind, turn, workflow, frame, name, data"
+
+
+class EventLog:
+    """Append-only log over a ``memory.sqlstore`` connection (SQLite or PostgreSQL)."""
 
     def __init__(self, location: str):
         self.location = location
-        self._lock = threading.Lock()
-
-    def _execute(self, sql: str, params: tuple = (), many: list[tuple] | None = None) -> list[tuple]:
-        raise NotImplementedError
+        # NORMAL: a committed append survives a crash of the process (WAL), an OS crash may lose the last few —
+        # the log records, it decides nothing (the ledger, which does, syncs fully); no retry: an append whose
+        # commit was acknowledged on a dropped connection would be logged twice
+        self._db = connect(location, what="event log", error=EventLogError, schema=_schema(location.startswith(POSTGRES)),
+                           synchronous="NORMAL")
 
     def close(self) -> None:
-        raise NotImplementedError
+        self._db.close()
 
     def append(self, events: Iterable[Event]) -> int:
         rows = [(e.thread, e.session or e.thread, e.ts or _now(), e.kind, int(e.turn), e.workflow, e.frame, e.name,
                  json.dumps(redact_data(e.data), sort_keys=True, default=str, ensure_ascii=False)) for e in events]
         if rows:
-            p = self._param
-            self._execute(f"INSERT INTO {TABLE} (thread, session, ts, kind, turn, workflow, frame, name, data) "
-                          f"VALUES ({', '.join([p] * 9)})", many=rows)
+            self._db.run(f"INSERT INTO {TABLE} (thread, session, ts, kind, turn, workflow, frame, name, data) "
+                         f"VALUES ({', '.join(['?'] * 9)})", many=rows)
         return len(rows)
 
     def events(self, thread: str | None = None, since: str | None = None,
@@ -116,24 +123,24 @@ class EventLog:
         """Events in append order; ``since``: an ISO date/time (events at or after it); ``kinds``: only those."""
         where, params = [], []
         if kinds:
-            where.append(f"kind IN ({', '.join([self._param] * len(set(kinds)))})")
+            where.append(f"kind IN ({', '.join(['?'] * len(set(kinds)))})")
             params += sorted(set(kinds))
         if thread:
-            where.append(f"thread = {self._param}")
+            where.append("thread = ?")
             params.append(thread)
         if since:
-            where.append(f"ts >= {self._param}")
+            where.append("ts >= ?")
             params.append(since)
-        sql = f"SELECT {self._cols} FROM {TABLE}" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
-        return [self._event(r) for r in self._execute(sql, tuple(params))]
+        sql = f"SELECT {_COLS} FROM {TABLE}" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq"
+        return [self._event(r) for r in self._db.run(sql, tuple(params))]
 
     def stream(self, kinds: Iterable[str] | None = None, page: int = 2000) -> Iterator[Event]:
         """All events (optionally only ``kinds``) in append order, read ``page`` rows at a time."""
         after, wanted = 0, sorted(set(kinds)) if kinds else []
-        cond = f" AND kind IN ({', '.join([self._param] * len(wanted))})" if wanted else ""
+        cond = f" AND kind IN ({', '.join(['?'] * len(wanted))})" if wanted else ""
         while True:
-            rows = self._execute(f"SELECT {self._cols} FROM {TABLE} WHERE seq > {self._param}{cond} ORDER BY seq "
-                                 f"LIMIT {int(page)}", (after, *wanted))
+            rows = self._db.run(f"SELECT {_COLS} FROM {TABLE} WHERE seq > ?{cond} ORDER BY seq LIMIT {int(page)}",
+                                (after, *wanted))
             for r in rows:
                 yield self._event(r)
             if len(rows) < page:
@@ -154,7 +161,7 @@ class EventLog:
         return len(events)
 
     def count(self) -> int:
-        return int(self._execute(f"SELECT COUNT(*) FROM {TABLE}")[0][0])
+        return int(self._db.run(f"SELECT COUNT(*) FROM {TABLE}")[0][0])
 
     def __enter__(self) -> "EventLog":
         return self
@@ -163,112 +170,20 @@ class EventLog:
         self.close()
 
 
-class SqliteEventLog(EventLog):
-    _schema = (f"CREATE TABLE IF NOT EXISTS {TABLE} (seq INTEGER PRIMARY KEY AUTOINCREMENT, thread TEXT NOT NULL, "
-               f"session TEXT NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL, turn INTEGER NOT NULL, "
-               f"workflow TEXT NOT NULL, frame TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL)")
-
-    def __init__(self, location: str):
-        super().__init__(location)
-        target = ":memory:" if location.startswith(MEMORY_PREFIX) else location
-        if target != ":memory:":
-            path = Path(target)
-            if path.is_dir():
-                raise EventLogError(f"event log {path} is a directory; give a .sqlite file path")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = sqlite3.connect(target, timeout=30, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL: a committed append survives a crash of the process (WAL), an OS crash may lose the last
-            # few — the log records, it decides nothing (the ledger, which does, syncs fully)
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(self._schema)
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, seq)")
-        except sqlite3.Error as exc:
-            raise EventLogError(f"event log {location}: {exc}") from None
-
-    def _execute(self, sql: str, params: tuple = (), many: list[tuple] | None = None) -> list[tuple]:
-        with self._lock:
-            try:
-                if many is not None:
-                    with self._conn:  # one transaction for the batch
-                        self._conn.execute("BEGIN")
-                        self._conn.executemany(sql, many)
-                    return []
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise EventLogError(f"event log {self.location}: {exc}") from None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-class PostgresEventLog(EventLog):
-    _param = "%s"
-    _schema = (f"CREATE TABLE IF NOT EXISTS {TABLE} (seq BIGSERIAL PRIMARY KEY, thread TEXT NOT NULL, "
-               f"session TEXT NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL, turn INTEGER NOT NULL, "
-               f"workflow TEXT NOT NULL, frame TEXT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL)")
-
-    def __init__(self, url: str):
-        super().__init__(url)
-        import psycopg
-
-        try:
-            self._conn = psycopg.connect(url, autocommit=True)
-            self._conn.execute(self._schema)
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, seq)")
-        except psycopg.Error as exc:
-            raise EventLogError(f"event log {redact(url)}: {redact(exc)}") from None
-
-    def _execute(self, sql: str, params: tuple = (), many: list[tuple] | None = None) -> list[tuple]:
-        import psycopg
-
-        with self._lock:
-            try:
-                if self._conn.closed:  # the server went away and came back
-                    self._conn = psycopg.connect(self.location, autocommit=True)
-                if many is not None:
-                    with self._conn.transaction(), self._conn.cursor() as cur:
-                        cur.executemany(sql, many)
-                    return []
-                cur = self._conn.execute(sql, params)
-                return cur.fetchall() if cur.description else []
-            except psycopg.Error as exc:
-                raise EventLogError(f"event log {redact(self.location)}: {redact(exc)}") from None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-_SHARED: dict[str, EventLog] = {}
-_SHARED_LOCK = threading.Lock()
-
-
 def open_event_log(location: str | os.PathLike) -> EventLog:
-    target = str(location)
-    if target.startswith(("postgres://", "postgresql://")):
-        return PostgresEventLog(target)
-    if "://" in target:
-        raise EventLogError(f"event log {redact(target)!r}: use a file path, a postgres:// URL or memory:<name>")
-    return SqliteEventLog(target)
+    return EventLog(str(location))
+
+
+_SHARED: OpenPerLocation[EventLog] = OpenPerLocation(open_event_log)
 
 
 def shared_event_log(location: str) -> EventLog:
     """The process's open log at ``location`` (kept open: the graph appends on every step)."""
-    with _SHARED_LOCK:
-        log = _SHARED.get(location)
-        if log is None:
-            log = _SHARED[location] = open_event_log(location)
-        return log
+    return _SHARED.get(location)
 
 
 def close_shared_event_logs() -> None:
-    with _SHARED_LOCK:
-        for log in _SHARED.values():
-            log.close()
-        _SHARED.clear()
+    _SHARED.close_all()
 
 
 def read_events(source: str | Path) -> list[Event]:
@@ -298,7 +213,7 @@ def iter_events(source: str | Path, kinds: Iterable[str] | None = None) -> Itera
                 if wanted is None or event.kind in wanted:
                     yield event
         return
-    if not src.startswith(("postgres://", "postgresql://", MEMORY_PREFIX)) and not Path(src).is_file():
+    if not src.startswith((*POSTGRES, MEMORY_PREFIX)) and not Path(src).is_file():
         raise EventLogError(f"{src}: no such event log (give an events.sqlite, a postgres:// URL or a .jsonl export)")
     log = shared_event_log(src) if src.startswith(MEMORY_PREFIX) else open_event_log(src)
     try:

@@ -3,7 +3,8 @@
 Every tool call has an idempotency key (``call_key(thread, turn, call_id)``).  The ledger records
 the key *before* the call and the result *after* it, in a store that survives the process: SQLite
 by default (``ledger.sqlite`` beside the checkpoints, see ``ledger_location``), PostgreSQL when
-given a ``postgres://`` URL (the same database as the checkpoints, table ``flowdesk_ledger``).
+given a ``postgres://`` URL (the same database as the checkpoints, table ``flowdesk_ledger``); the
+connection is ``memory.sqlstore``'s, shared with the event log.
 
 API (every method is safe across threads and processes; writes commit before they return)::
 
@@ -40,14 +41,14 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from workflows.sanitize import redact, redact_data
+
+from .sqlstore import MEMORY_PREFIX, OpenPerLocation, connect  # noqa: F401 - MEMORY_PREFIX: graph.checkpoint
 
 Status = Literal["pending", "done", "failed"]
 TABLE = "flowdesk_ledger"
@@ -95,69 +96,63 @@ def _dump(obj: Any) -> str:
     return json.dumps(redact_data(obj), sort_keys=True, default=str)
 
 
-class Ledger:
-    """Base: the SQL is shared; subclasses supply the connection and the parameter style."""
+_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, thread TEXT NOT NULL, tool TEXT NOT NULL, "
+           f"args TEXT NOT NULL, status TEXT NOT NULL, result TEXT, started_at DOUBLE PRECISION NOT NULL, "
+           f"finished_at DOUBLE PRECISION)",
+           f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, status)")
+_COLS = "key, thread, tool, args, status, result, started_at, finished_at"
 
-    _param = "?"
+
+class Ledger:
+    """The ledger table over a ``memory.sqlstore`` connection (SQLite or PostgreSQL)."""
 
     def __init__(self, location: str):
         self.location = location
-        self._lock = threading.Lock()
+        # FULL: a completed record survives power loss too; every statement is idempotent (insert-if-absent,
+        # update to the same outcome, reads), so one retry on a PostgreSQL connection a restart dropped is safe
+        self._db = connect(location, what="ledger", error=LedgerError, schema=_SCHEMA, synchronous="FULL", retry=True)
 
-    # --- subclass hooks ------------------------------------------------------------------------------
     def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
-        raise NotImplementedError
+        return self._db.run(sql, params)
 
     def close(self) -> None:
-        raise NotImplementedError
+        self._db.close()
 
-    def _sql(self, sql: str) -> str:
-        return sql.replace("?", self._param)
-
-    # --- API -----------------------------------------------------------------------------------------
     def begin(self, key: str, tool: str, args: dict[str, Any] | None, *, thread: str | None = None) -> LedgerRecord | None:
         """Record that ``tool`` is about to run under ``key``.  ``None`` when the key is new (run the
         tool); else the existing record (do not run it again; see the module docstring)."""
         thread = thread if thread is not None else key.split(":", 1)[0]
-        inserted = self._execute(self._sql(
+        inserted = self._execute(
             f"INSERT INTO {TABLE} (key, thread, tool, args, status, started_at) VALUES (?, ?, ?, ?, 'pending', ?) "
-            f"ON CONFLICT (key) DO NOTHING RETURNING key"), (key, thread, tool, _dump(args or {}), time.time()))
+            f"ON CONFLICT (key) DO NOTHING RETURNING key", (key, thread, tool, _dump(args or {}), time.time()))
         if inserted:
             return None
         rec = self.get(key)
         if rec is None:  # deleted between the two statements: cannot happen without an operator
-            raise LedgerError(f"ledger {self._where()}: key {key!r} vanished while it was begun")
+            raise LedgerError(f"ledger {redact(self.location)}: key {key!r} vanished while it was begun")
         return rec
 
     def complete(self, key: str, result: dict[str, Any] | None, *, ok: bool = True) -> None:
         """Record the outcome of the call begun under ``key`` (idempotent: the first outcome stays)."""
-        rows = self._execute(self._sql(
+        rows = self._execute(
             f"UPDATE {TABLE} SET status = ?, result = ?, finished_at = ? WHERE key = ? AND status = 'pending' "
-            f"RETURNING key"), ("done" if ok else "failed", _dump(result or {}), time.time(), key))
+            f"RETURNING key", ("done" if ok else "failed", _dump(result or {}), time.time(), key))
         if not rows and self.get(key) is None:
-            raise LedgerError(f"ledger {self._where()}: complete({key!r}) without begin")
+            raise LedgerError(f"ledger {redact(self.location)}: complete({key!r}) without begin")
 
     def get(self, key: str) -> LedgerRecord | None:
-        rows = self._execute(self._sql(f"SELECT {self._cols} FROM {TABLE} WHERE key = ?"), (key,))
+        rows = self._execute(f"SELECT {_COLS} FROM {TABLE} WHERE key = ?", (key,))
         return self._record(rows[0]) if rows else None
 
     def pending(self, thread: str) -> list[LedgerRecord]:
         """Calls of ``thread`` begun and never completed: their outcome is unknown."""
-        rows = self._execute(self._sql(f"SELECT {self._cols} FROM {TABLE} WHERE thread = ? AND status = 'pending' "
-                                       f"ORDER BY started_at, key"), (thread,))
+        rows = self._execute(f"SELECT {_COLS} FROM {TABLE} WHERE thread = ? AND status = 'pending' "
+                             f"ORDER BY started_at, key", (thread,))
         return [self._record(r) for r in rows]
 
     def records(self, thread: str) -> list[LedgerRecord]:
-        rows = self._execute(self._sql(f"SELECT {self._cols} FROM {TABLE} WHERE thread = ? ORDER BY started_at, key"),
-                             (thread,))
+        rows = self._execute(f"SELECT {_COLS} FROM {TABLE} WHERE thread = ? ORDER BY started_at, key", (thread,))
         return [self._record(r) for r in rows]
-
-    # --- helpers -------------------------------------------------------------------------------------
-    _cols = "key, thread, tool, args, status, result, started_at, finished_at"
-    _schema = (f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, thread TEXT NOT NULL, tool TEXT NOT NULL, "
-               f"args TEXT NOT NULL, status TEXT NOT NULL, result TEXT, started_at DOUBLE PRECISION NOT NULL, "
-               f"finished_at DOUBLE PRECISION)")
-    _index = f"CREATE INDEX IF NOT EXISTS {TABLE}_thread ON {TABLE} (thread, status)"
 
     @staticmethod
     def _record(row: tuple) -> LedgerRecord:
@@ -166,9 +161,6 @@ class Ledger:
                             json.loads(result) if result is not None else None, float(started),
                             float(finished) if finished is not None else None)
 
-    def _where(self) -> str:
-        return redact(self.location)
-
     def __enter__(self) -> "Ledger":
         return self
 
@@ -176,106 +168,23 @@ class Ledger:
         self.close()
 
 
-class SqliteLedger(Ledger):
-    def __init__(self, location: str):
-        super().__init__(location)
-        if location != ":memory:":
-            path = Path(location)
-            if path.is_dir():
-                raise LedgerError(f"ledger path {path} is a directory; give a .sqlite file path")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            # autocommit (isolation_level=None): every statement is its own committed transaction.
-            self._conn = sqlite3.connect(location, timeout=30, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")  # a completed record survives power loss too
-            self._conn.execute(self._schema)
-            self._conn.execute(self._index)
-        except sqlite3.Error as exc:
-            raise LedgerError(f"ledger {location}: {exc}") from None
-
-    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise LedgerError(f"ledger {self.location}: {exc}") from None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-class PostgresLedger(Ledger):
-    _param = "%s"
-
-    def __init__(self, url: str):
-        super().__init__(url)
-        import psycopg
-
-        try:
-            self._conn = psycopg.connect(url, autocommit=True)
-            self._conn.execute(self._schema)
-            self._conn.execute(self._index)
-        except psycopg.Error as exc:
-            raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
-
-    def _execute(self, sql: str, params: tuple = ()) -> list[tuple]:
-        import psycopg
-
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    if self._conn.closed:  # the server went away and came back: a new connection
-                        self._conn = psycopg.connect(self.location, autocommit=True)
-                    cur = self._conn.execute(sql, params)
-                    return cur.fetchall() if cur.description else []
-                except psycopg.OperationalError as exc:
-                    # A connection the server dropped (restart, failover) is only known broken once
-                    # used: one retry on a new one.  Every statement here is idempotent (insert-if-absent,
-                    # update to the same outcome, reads), so running it again is safe.
-                    if attempt == 2 or not self._conn.closed:
-                        raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
-                except psycopg.Error as exc:
-                    raise LedgerError(f"ledger {self._where()}: {redact(exc)}") from None
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-MEMORY_PREFIX = "memory:"
-_SHARED: dict[str, Ledger] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED: OpenPerLocation[Ledger] = OpenPerLocation(lambda location: open_ledger(location))  # defined below
 
 
 def shared_ledger(location: str) -> Ledger:
     """The process's open ledger at ``location`` (opened on first use, kept open: the tools node asks
     for it on every call).  ``memory:<name>`` is an in-memory ledger private to that name — what an
     agent on an in-memory checkpointer gets, so two such agents never see each other's calls."""
-    with _SHARED_LOCK:
-        ledger = _SHARED.get(location)
-        if ledger is None:
-            ledger = _SHARED[location] = (SqliteLedger(":memory:") if location.startswith(MEMORY_PREFIX)
-                                          else open_ledger(location))
-        return ledger
+    return _SHARED.get(location)
 
 
 def close_shared_ledgers() -> None:
     """Close every ledger ``shared_ledger`` opened (tests; before a fork: a child opens its own)."""
-    with _SHARED_LOCK:
-        for ledger in _SHARED.values():
-            ledger.close()
-        _SHARED.clear()
+    _SHARED.close_all()
 
 
 def open_ledger(location: str | os.PathLike | None = None) -> Ledger:
     """A ledger at a SQLite path, ``:memory:`` or a ``postgres://`` URL (default: beside the
     default checkpoints, ``.flowdesk/ledger.sqlite``)."""
     target = str(location) if location not in (None, "") else ledger_location(None)
-    if target.startswith(("postgres://", "postgresql://")):
-        return PostgresLedger(target)
-    if "://" in target:
-        raise LedgerError(f"ledger location {redact(target)!r}: use a file path or a postgres:// URL")
-    return SqliteLedger(target)
+    return Ledger(target)
