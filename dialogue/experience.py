@@ -2,13 +2,17 @@
 
 The ``experience`` node puts the verified prerequisites of the active workflow that its PDL does not
 declare into the state (``prerequisites``: ``{"action", "requires", "kind", "provides", "support",
-"confidence", "block"}``).  The pre-decision hints, the post-decision check ``experience_prerequisite``
-and the offline executor read them through these functions — one reading for all three.
+"confidence", "block"}``; argument rules add ``"relation"`` and ``"other"``).  The pre-decision hints,
+the post-decision check ``experience_prerequisite`` and the offline executor read them through these
+functions — one reading for all three.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from workflows.relations import BROKEN_BY, facts
 
 from .frames import Frame, successful_calls
 
@@ -28,9 +32,9 @@ def declared(wf, action: str) -> set[str]:
     return seen
 
 
-def _mine(p: Prerequisite, frame: Frame | dict | None) -> bool:
+def _mine(p: Prerequisite, frame: Frame | dict | None, kind: str = "action") -> bool:
     """Learned for the frame's workflow (a state written for another frame does not apply)."""
-    return p.get("kind") == "action" and p.get("workflow", "") in ("", (frame or {}).get("workflow"))
+    return p.get("kind") == kind and p.get("workflow", "") in ("", (frame or {}).get("workflow"))
 
 
 def unmet(prerequisites: Iterable[Prerequisite], frame: Frame | dict | None, action: str) -> list[Prerequisite]:
@@ -51,7 +55,26 @@ def provider_of(prerequisites: Iterable[Prerequisite], frame: Frame | dict | Non
     return None
 
 
+def broken(prerequisites: Iterable[Prerequisite], frame: Frame | dict | None, action: str,
+           args: Mapping[str, Any], day: str | None = None) -> list[Prerequisite]:
+    """The argument rules of ``action`` that ``args`` break (a value reusing another argument's value, a date
+    on the wrong side of today) — except for an argument the last question asked for: the user just gave
+    it again, and their answer stands."""
+    rules = [p for p in prerequisites or () if _mine(p, frame, "argument") and p.get("action") == action
+             and p.get("requires") not in ((frame or {}).get("asked") or ())]
+    if not rules:
+        return []
+    done = {c["api"]: c.get("args") or {} for c in successful_calls(frame) if c.get("api") != action}
+    seen = facts(args or {}, done, day or datetime.now(timezone.utc).date().isoformat())
+    return [p for p in rules if (p["requires"], BROKEN_BY.get(p.get("relation", ""), ""), p.get("other", "")) in seen]
+
+
 def describe(p: Prerequisite) -> str:
+    if p.get("kind") == "argument":
+        rule = f"must not reuse the value of {p.get('other')}" if p.get("relation") == "differs" \
+            else f"must be a date in the {p.get('relation')}"
+        return (f"experience ({p.get('support', 0)} sessions, confidence {float(p.get('confidence', 0)):.2f}) shows "
+                f"{p['action']}'s {p['requires']} {rule}")
     gives = f"; its result gives {', '.join(p['provides'])}" if p.get("provides") else ""
     return (f"experience ({p.get('support', 0)} sessions, confidence {float(p.get('confidence', 0)):.2f}) shows "
             f"{p['action']} needs {p['requires']} first{gives}")

@@ -6,7 +6,10 @@ A ``Block`` is one unit of experience for one workflow (``memory.induce`` makes 
   tool calls), ``entry_steps`` and ``next_steps`` (the directly-follows graph with counts);
 - ``action`` block — one action (an API) with its **prerequisites**: actions that must have succeeded
   before it (``kind="action"``, with ``provides``: the arguments whose values came from that action's
-  result — argument provenance), arguments (``kind="argument"``) and confirmations
+  result — argument provenance), argument values (``kind="argument"``: ``requires`` names the
+  argument, ``relation`` what its value must satisfy — ``differs`` from ``other``, the value an
+  earlier action's argument had (``verify_identity.pin``), or lie in the ``past``/``future`` — learned
+  by contrasting the action's failed calls with its successful ones) and confirmations
   (``kind="confirmation"``), each with ``support`` (clean runs where it held before the action),
   ``confidence`` (share of the action's successful runs where it held) and ``error_share`` (share of
   the action's failed calls where it was missing);
@@ -40,7 +43,10 @@ class Prerequisite(BaseModel):
     support: int = 0  # clean runs where it held before the action
     confidence: float = 0.0  # share of the action's successful runs where it held
     error_share: float = 0.0  # share of the action's failed calls where it was missing
-    errors: int = 0  # failed calls of the action where it was missing
+    errors: int = 0  # failed calls of the action where it was missing (argument: where the value broke it)
+    relation: Literal["", "differs", "past", "future"] = ""  # argument prerequisites: what the value satisfies
+    other: str = ""  # relation "differs": the earlier "action.argument" whose value it must not reuse
+    broken_ok: int = 0  # argument prerequisites: successful calls that broke it (no cause of errors if many)
 
 
 class Step(BaseModel):
@@ -75,6 +81,7 @@ class Block(BaseModel):
                     f"{' -> '.join(self.planned_steps) or '-'} (from {self.support} clean sessions of {self.sessions}).")
         if self.kind == "action":
             pres = "; ".join(f"{p.kind} {p.requires}" + (f" (provides {', '.join(p.provides)})" if p.provides else "")
+                             + (f" {p.relation} {p.other}".rstrip() if p.relation else "")
                              + f" [support {p.support}, confidence {p.confidence:.2f}]" for p in self.prerequisites)
             return f"[action {self.workflow}.{self.action}] {self.description} Prerequisites: {pres or 'none'}."
         return f"[contrast {self.workflow}] {self.description}"

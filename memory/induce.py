@@ -15,11 +15,16 @@ Offline and deterministic (process mining over the logged action sequences), in 
    action's successful runs) and ``error_share`` (share of the action's *failed* calls where it was
    missing: the absence that precedes errors).  Argument provenance: an argument whose value equals a
    field of an earlier result came from that action (``provides``; a value the log redacted, e.g. a token,
-   matches only the same-named field).
+   matches only the same-named field).  Argument values, by the same contrast of failed and successful
+   calls (``score_arguments``): an argument whose value *reused* the value another argument had in an
+   earlier successful call (``differs``: card_last4 = the PIN just verified), or a date on one side of
+   the call's day (``past``/``future``), where successful calls never do so and failed calls do.
 
 **Verification** (the paper leaves it open): a prerequisite is kept when ``support >= min_support`` and
 either ``confidence >= min_confidence`` or, with errors to contrast, ``error_share >= min_confidence``
-and confidence ≥ 0.5; an action block without a kept prerequisite is not stored, nor a workflow seen in
+and confidence ≥ 0.5.  An argument prerequisite must be broken at ``min_support`` failed calls and hold
+at ``min_confidence`` of the successful ones, and calls that broke it must have failed at that rate
+(a value relation the successes also break is no cause of errors).  An action block without a kept prerequisite is not stored, nor a workflow seen in
 fewer than ``min_support`` clean runs.
 
 The **LLM variant** (``induce_llm``) follows the paper's prompts — analyse the contrastive trajectories,
@@ -38,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from workflows.pdl import BUILTIN_ANSWERS
+from workflows.relations import RULE_AGAINST, facts, scalar
 from workflows.sanitize import REDACTED
 
 from .events import Event
@@ -89,7 +95,7 @@ def trajectories(events: Iterable[Event]) -> list[Trajectory]:
         elif e.kind in TOOL_KINDS:
             t.steps.append({"action": e.name, "ok": e.kind == "tool_result", "args": e.data.get("args") or {},
                             "result": e.data.get("result") or {}, "error": e.data.get("error") or "",
-                            "confirmed": e.name in confirmed[key]})
+                            "confirmed": e.name in confirmed[key], "day": e.ts[:10]})
             confirmed[key].discard(e.name)
         elif e.kind == "verdict" and e.data.get("proposal_kind") == "tool" and not e.data.get("ok"):
             # a call the controllers stopped before it reached the tool is a failed attempt too
@@ -161,9 +167,49 @@ def score_prerequisites(trajs: list[Trajectory], workflow: str, action: str) -> 
     return out
 
 
+def score_arguments(trajs: list[Trajectory], workflow: str, action: str) -> dict[tuple[str, str, str], Prerequisite]:
+    """Argument-value prerequisites of ``action`` by contrast: every value fact (``workflows.relations``) seen
+    at a failed call (a tool error, not a controller's stop) is a candidate rule against it; ``support``/``confidence``:
+    the successful calls (with the argument) that kept the rule, ``errors``/``error_share``: the failed
+    calls that broke it; ``broken_ok``: the successful calls that broke it (kept apart for ``verified``)."""
+    at_ok: Counter = Counter()
+    at_err: Counter = Counter()
+    with_arg: Counter = Counter()
+    failed = 0
+    for t in trajs:
+        if t.workflow != workflow:
+            continue
+        done: dict[str, dict] = {}
+        for s in t.steps:
+            if "ok" not in s:
+                continue
+            if s["action"] == action and (s["ok"] or not s["error"].startswith("rejected")):
+                seen = facts(s["args"], {a: x for a, x in done.items() if a != action}, s.get("day", ""))
+                if s["ok"]:
+                    at_ok.update(seen)
+                    with_arg.update(a for a, v in s["args"].items() if scalar(v) is not None)
+                else:
+                    failed += 1
+                    at_err.update(seen)
+            if s["ok"]:
+                done[s["action"]] = s["args"]
+    out = {}
+    for (arg, fact, other), errors in sorted(at_err.items()):
+        n_ok = with_arg[arg]
+        kept = n_ok - at_ok[(arg, fact, other)]
+        out[(arg, RULE_AGAINST[fact], other)] = Prerequisite(
+            kind="argument", requires=arg, relation=RULE_AGAINST[fact], other=other, support=kept,
+            confidence=round(kept / n_ok, 4) if n_ok else 0.0, errors=errors,
+            error_share=round(errors / failed, 4) if failed else 0.0, broken_ok=at_ok[(arg, fact, other)])
+    return out
+
+
 def verified(p: Prerequisite, min_support: int = MIN_SUPPORT, min_confidence: float = MIN_CONFIDENCE) -> bool:
     if p.support < min_support:
         return False
+    if p.kind == "argument":  # broken at errors, kept by the successes, and breaking it fails at that rate
+        return p.errors >= min_support and p.confidence >= min_confidence \
+            and p.errors / (p.errors + p.broken_ok) >= min_confidence
     if p.confidence >= min_confidence:
         return True
     return p.errors >= min_support and p.error_share >= min_confidence and p.confidence >= 0.5
@@ -219,17 +265,14 @@ def induce(events: Iterable[Event], library: str, *, min_support: int = MIN_SUPP
                             support=len(clean), confidence=round(len(clean) / len(runs), 4), sessions=len(runs)))
         actions = sorted({s["action"] for t in runs for s in t.calls})
         for action in actions:
-            scored = score_prerequisites(runs, wf, action)
+            scored = [*score_prerequisites(runs, wf, action).values(), *score_arguments(runs, wf, action).values()]
             stats["candidates"] += len(scored)
-            kept = [p for p in scored.values() if verified(p, min_support, min_confidence)]
+            kept = [p for p in scored if verified(p, min_support, min_confidence)]
             stats["kept"] += len(kept)
             if not kept:
                 continue
             errors = Counter(s["error"] for t in runs for s in t.calls if s["action"] == action and not s["ok"])
-            desc = f"Before {action}: " + ", ".join(
-                f"{p.requires}" + (f" (its result gives {', '.join(p.provides)})" if p.provides else "")
-                for p in kept if p.kind == "action") + "." if any(p.kind == "action" for p in kept) \
-                else f"Before {action}: confirm with the user."
+            desc = _describe(action, kept)
             if errors:
                 desc += f" Without it, {action} failed {sum(errors.values())}x (e.g. {errors.most_common(1)[0][0][:120]})."
             blocks.append(Block(id=f"{library}:{wf}:action:{action}", kind="action", library=library, workflow=wf,
@@ -241,6 +284,15 @@ def induce(events: Iterable[Event], library: str, *, min_support: int = MIN_SUPP
             blocks.append(Block(id=f"{library}:{wf}:contrast", kind="contrast", library=library, workflow=wf,
                                 description=contrast, support=len(runs) - len(clean), sessions=len(runs)))
     return blocks, stats
+
+
+def _describe(action: str, kept: list[Prerequisite]) -> str:
+    parts = [p.requires + (f" (its result gives {', '.join(p.provides)})" if p.provides else "")
+             for p in kept if p.kind == "action"]
+    parts += ["confirm with the user" for p in kept if p.kind == "confirmation"]
+    parts += [f"{p.requires} must not reuse the value of {p.other} (ask the user)" if p.relation == "differs"
+              else f"{p.requires} must be a date in the {p.relation} (ask the user)" for p in kept if p.kind == "argument"]
+    return f"Before {action}: " + ", ".join(parts) + "."
 
 
 def contrast_text(runs: list[Trajectory]) -> str:

@@ -7,9 +7,10 @@ With ``context.experience`` on (the default) and blocks in the experience store 
    reading, else the workflow's name);
 2. aligns them with progress: the actions that already succeeded in this workflow instance and the
    interpreter's next step;
-3. checks the prerequisites of the next action against the frame (satisfied / unsatisfied);
+3. checks the prerequisites of the next action against the frame (satisfied / unsatisfied) and its
+   learned argument rules against the values it would be called with (holds / broken);
 4. writes the compact block to ``experience`` (the LLM executor's prompt; Studio shows it) and the
-   verified prerequisites the PDL does *not* declare to ``prerequisites`` — the pre-decision hints, the
+   verified prerequisites the PDL does *not* declare, and the argument rules on slots, to ``prerequisites`` — the pre-decision hints, the
    post-decision check ``experience_prerequisite`` and the offline executor read those
    (``dialogue.experience``).
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from dialogue.experience import declared, unmet
+from dialogue.experience import broken, declared, describe, unmet
 from dialogue.frames import successful_calls, top
 from graph.context import Context
 from graph.resources import get_resources
@@ -72,7 +73,12 @@ def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             continue
         pdl = declared(wf, b.action)
         for p in b.prerequisites:
-            if p.kind == "action" and p.requires not in pdl and wf.api(p.requires) is not None:
+            if p.kind == "argument" and wf.slot(p.requires) is not None:
+                # a rule on a value the user gives (asked again when a call would break it)
+                prerequisites.append({"workflow": wf.name, "action": b.action, "requires": p.requires, "kind": p.kind,
+                                      "relation": p.relation, "other": p.other, "support": p.support,
+                                      "confidence": p.confidence, "block": b.id})
+            elif p.kind == "action" and p.requires not in pdl and wf.api(p.requires) is not None:
                 # what its result gives: the arguments traced to it, and its other results no slot holds
                 gives = set(p.provides) | {r for r in wf.api(p.requires).returns if wf.slot(r) is None}
                 prerequisites.append({"workflow": wf.name, "action": b.action, "requires": p.requires, "kind": p.kind,
@@ -85,6 +91,11 @@ def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
              or any(p["action"] == b.action for p in prerequisites)]
     lines.append(f"Progress: done {', '.join(dict.fromkeys(done)) or 'nothing yet'}; next {act.kind} {act.name}.")
     for p in prerequisites:
+        if p["kind"] == "argument":
+            if p["action"] == act.name:
+                status = "broken: ask the user for it again" if broken([p], frame, act.name, act.args) else "holds"
+                lines.append(f"Check: {describe(p)}: {status}.")
+            continue
         status = "unsatisfied" if unmet([p], frame, p["action"]) else "satisfied"
         lines.append(f"Check: {p['action']} needs {p['requires']} first: {status}.")
     return {"experience": "\n".join(lines), "prerequisites": prerequisites}

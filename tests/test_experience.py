@@ -260,3 +260,68 @@ def test_event_log_on_postgres(tmp_path):
             assert log.export_jsonl(tmp_path / "p.jsonl", thread="p1") == 2
     finally:
         pg.close()
+
+
+def _fraud_events(thread: str, pin: str, card: str, ok: bool, day: str = "2026-11-23") -> list[Event]:
+    """One report_fraud instance as the log holds it: the identity verified, then the transactions listed."""
+    ts = f"{day}T10:00:00.000+00:00"
+    common = {"thread": thread, "workflow": "report_fraud", "frame": f"f-{thread}", "ts": ts}
+    listed = {"args": {"auth_token": "[REDACTED]", "card_last4": card}}
+    return [Event(kind="tool_result", name="verify_identity", data={"args": {"customer_id": "C-1004", "pin": pin},
+                                                                     "result": {"customer_name": "J"}}, **common),
+            Event(kind="tool_result" if ok else "tool_error", name="list_recent_transactions",
+                  data={**listed, **({"result": {"found": True}} if ok else {"error": "no card ending in " + card})},
+                  **common),
+            *([Event(kind="reply", name="ask_disputed_transactions", data={}, **common)] if ok else [])]
+
+
+def test_argument_rules_are_induced_by_contrast():
+    """A card number that reuses the PIN just verified precedes every error and no success: a verified rule;
+    a relation the successes share is no rule."""
+    good = [e for i in range(4) for e in _fraud_events(f"ok{i}", "9090", "3309", True)]
+    bad = [e for i in range(3) for e in _fraud_events(f"bad{i}", "9090", "9090", False)]
+    blocks, _ = induce(good + bad, "k")
+    block = next(b for b in blocks if b.action == "list_recent_transactions")
+    rule = next(p for p in block.prerequisites if p.kind == "argument")
+    assert (rule.requires, rule.relation, rule.other) == ("card_last4", "differs", "verify_identity.pin")
+    assert rule.support == 4 and rule.confidence == 1.0 and rule.errors == 3 and rule.broken_ok == 0
+    assert "card_last4 must not reuse the value of verify_identity.pin" in block.text
+    # the same collision in successful runs too: no cause of the errors, nothing kept
+    shared = [e for i in range(4) for e in _fraud_events(f"s{i}", "9090", "9090", True)]
+    blocks, _ = induce(good + bad + shared, "k")
+    assert not any(p.kind == "argument" for b in blocks for p in b.prerequisites)
+
+
+def test_argument_rule_asks_again_before_the_call():
+    from dialogue.execution.interpreter import Interpreter
+    from dialogue.execution.policy_offline import prerequisite_first
+
+    wf = load_library(bundled_library_path()).workflows["report_fraud"]
+    rule = {"workflow": "report_fraud", "action": "list_recent_transactions", "requires": "card_last4",
+            "kind": "argument", "relation": "differs", "other": "verify_identity.pin", "support": 4, "confidence": 1.0}
+    env = CheckEnv(turn=2, max_turns=40, max_api_repeats=3, prerequisites=(rule,))
+    frame = {"workflow": "report_fraud", "executed": ["ask_card_details", "verify_identity"], "asked": ["pin"],
+             "slots": {"customer_id": "C-1004", "pin": 9090, "card_last4": 9090},
+             "results": {"customer_name": "Jonah Weller", "auth_token": "t"},
+             "calls": [{"api": "verify_identity", "status": "ok", "args": {"customer_id": "C-1004", "pin": 9090}}]}
+    call = {"kind": "tool", "name": "list_recent_transactions", "args": {"auth_token": "t", "card_last4": 9090}}
+    verdict = check_experience(call, wf, frame, env)
+    assert not verdict["ok"] and verdict["fields"] == ["card_last4"]
+    assert check_experience({**call, "args": {"auth_token": "t", "card_last4": 3309}}, wf, frame, env)["ok"]
+    # the offline executor asks for the value instead of proposing the call
+    interp = Interpreter(wf)
+    upcoming = interp.next_action(frame, {})
+    assert upcoming.name == "list_recent_transactions"
+    ask = prerequisite_first(wf, interp, frame, upcoming, (rule,), [])
+    assert ask["name"] == "request_information" and ask["args"]["slots"] == ["card_last4"]
+    # the user just gave it again when asked: their answer stands
+    asked = {**frame, "asked": ["card_last4"]}
+    assert check_experience(call, wf, asked, env)["ok"]
+    assert prerequisite_first(wf, interp, asked, upcoming, (rule,), []) is None
+    # a date rule: a date of birth after today breaks "past"
+    dob = {"workflow": "report_fraud", "action": "verify_identity", "requires": "customer_id", "kind": "argument",
+           "relation": "past", "other": "", "support": 4, "confidence": 1.0}
+    env = CheckEnv(turn=1, max_turns=40, max_api_repeats=3, prerequisites=(dob,))
+    future = {"kind": "tool", "name": "verify_identity", "args": {"customer_id": "2999-01-01", "pin": 1}}
+    assert not check_experience(future, wf, {"workflow": "report_fraud"}, env)["ok"]
+    assert check_experience({**future, "args": {"customer_id": "1985-01-01"}}, wf, {"workflow": "report_fraud"}, env)["ok"]

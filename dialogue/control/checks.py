@@ -19,7 +19,7 @@ from workflows.procedure import Call, If, Procedure, While
 from workflows.semantics import UNKNOWN, Scope, decided, evaluate
 from workflows.text import content_words
 
-from ..experience import describe, provider_of, unmet
+from ..experience import broken, describe, provider_of, unmet
 from ..frames import Frame, successful_calls
 
 # Replies that belong to no workflow (greetings, safe replies, clarifications, repair patterns):
@@ -147,8 +147,9 @@ def check_dependency(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckE
 
 
 def check_experience(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv) -> Verdict:
-    """A verified prerequisite from experience holds: the action it gates does not run before it, and the
-    user is not asked for a value that action's result provides."""
+    """A verified prerequisite from experience holds: the action it gates does not run before it, its learned
+    argument rules hold for the call's values, and the user is not asked for a value that action's result
+    provides."""
     if wf is None or not env.prerequisites:
         return _verdict("experience_prerequisite", p)
     if p.get("kind") == "tool":
@@ -156,6 +157,10 @@ def check_experience(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckE
         if missing:
             return _verdict("experience_prerequisite", p, describe(missing[0]) + " (not done yet)",
                             missing=[m["requires"] for m in missing])
+        bad = broken(env.prerequisites, frame, p.get("name") or "", p.get("args") or {})
+        if bad:
+            return _verdict("experience_prerequisite", p, describe(bad[0]) + ": ask the user for it again",
+                            fields=[b["requires"] for b in bad])
     elif p.get("kind") == "reply":
         asked = (p.get("args") or {}).get("slots") or []
         provider = provider_of(env.prerequisites, frame, [asked] if isinstance(asked, str) else asked)

@@ -16,7 +16,7 @@ from workflows.pdl import Workflow
 from workflows.semantics import values_view
 from workflows.text import humanize, message_text, render_value, role_of
 
-from ..experience import provider_of, unmet
+from ..experience import broken, provider_of, unmet
 from .interpreter import Interpreter, NextAction, message_words
 from .replies import OOW, cond_question, new_call_id, proposal_for
 
@@ -198,9 +198,15 @@ def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming:
                        prerequisites: tuple | list, rejected: list[dict]) -> dict | None:
     """Verified experience (``dialogue.experience``): when the next step is an API whose learned
     prerequisite has not run, or a question (or a condition) on a value such a prerequisite's result gives, the
-    prerequisite API comes first (or the question for its own missing arguments); else None."""
+    prerequisite API comes first (or the question for its own missing arguments); when the next API's values
+    break a learned argument rule, the user is asked for them again; else None."""
     if not prerequisites:
         return None
+    bad = broken(prerequisites, frame, upcoming.name, upcoming.args) if upcoming.kind == "api" else []
+    if bad:  # a value the call would reuse or get wrong: the user gives it again
+        ask = proposal_for(wf, NextAction("ask", "request_information", slots=[b["requires"] for b in bad]),
+                           values_view(frame.get("slots"), frame.get("results")))
+        return None if any(same(ask, r) for r in rejected) else ask
     if upcoming.kind == "api":
         pending = unmet(prerequisites, frame, upcoming.name)
         first = pending[0] if pending else None
