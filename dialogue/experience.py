@@ -56,12 +56,13 @@ def provider_of(prerequisites: Iterable[Prerequisite], frame: Frame | dict | Non
 
 
 def broken(prerequisites: Iterable[Prerequisite], frame: Frame | dict | None, action: str,
-           args: Mapping[str, Any], day: str | None = None) -> list[Prerequisite]:
+           args: Mapping[str, Any], given: Iterable[str] = (), day: str | None = None) -> list[Prerequisite]:
     """The argument rules of ``action`` that ``args`` break (a value reusing another argument's value, a date
-    on the wrong side of today) — except for an argument the last question asked for: the user just gave
-    it again, and their answer stands."""
+    on the wrong side of today) — except for an argument the user gave this turn (``given``) in answer to
+    the last question, which asked for it: they were asked again, and their answer stands."""
+    answered = set(given or ()) & set((frame or {}).get("asked") or ())
     rules = [p for p in prerequisites or () if _mine(p, frame, "argument") and p.get("action") == action
-             and p.get("requires") not in ((frame or {}).get("asked") or ())]
+             and p.get("requires") not in answered]
     if not rules:
         return []
     done = {c["api"]: c.get("args") or {} for c in successful_calls(frame) if c.get("api") != action}

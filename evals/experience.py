@@ -129,6 +129,27 @@ def prereq_scores(blocks, complete, under) -> dict[str, Any]:
             "missed": sorted("/".join(x) for x in truth - induced)}
 
 
+_REREAD = ("import json, sys\nfrom memory.store import WorkflowStore\nfrom memory.experience_store import ExperienceStore\n"
+           "with WorkflowStore(sys.argv[1]) as ws:\n"
+           "    print(json.dumps([b.model_dump() for b in ExperienceStore(ws.client, ws.embedder).blocks(sys.argv[2])]))")
+
+
+def reread_in_new_process(store: Path, copy: Path, library: str, blocks: list) -> dict[str, Any]:
+    """Experience survives a restart: a second Python process opens the store's persisted directory (a copy:
+    a store directory belongs to one open process, this one) and reads the library's blocks back."""
+    import subprocess
+    import sys
+
+    shutil.copytree(store, copy, ignore=shutil.ignore_patterns(".lock"), dirs_exist_ok=True)
+    done = subprocess.run([sys.executable, "-c", _REREAD, str(copy), library], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[1])
+    if done.returncode != 0:
+        return {"ok": False, "error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
+    read = json.loads(done.stdout.strip().splitlines()[-1])
+    wrote = sorted((b.model_dump() for b in blocks), key=lambda b: b["id"])
+    return {"ok": read == wrote, "written": len(wrote), "read": len(read)}
+
+
 def run_experience(out: str | Path, *, seeds: int = 2, categories=None, every: int = 1, train_share: float = 0.5,
                    seed: int = 0, work_dir: str | Path | None = None, progress=None) -> dict[str, Any]:
     from graph.context import Context
@@ -181,6 +202,7 @@ def run_experience(out: str | Path, *, seeds: int = 2, categories=None, every: i
     tracemalloc.stop()
     upserted = res.experience.upsert(blocks)
     again = res.experience.upsert(blocks)  # incremental: inducing the same logs again changes nothing
+    restart = reread_in_new_process(setups["under"][2], work / "store-restart", res.library_key, blocks)
     for name, lib, exp in (("without", "under", False), ("with", "under", True), ("complete", "complete", False)):
         runs[name] = play(name, lib, test, exp)
     errors = {v: tool_errors(work / f"events-{v}.sqlite") for v in VARIANTS}
@@ -202,7 +224,7 @@ def run_experience(out: str | Path, *, seeds: int = 2, categories=None, every: i
                       "seconds": round(seconds, 3), "peak_mib": round(peak / 2 ** 20, 2),
                       "seconds_per_1000_sessions": round(seconds * 1000 / max(1, train_sessions), 3),
                       "peak_mib_per_1000_sessions": round(peak / 2 ** 20 * 1000 / max(1, train_sessions), 2),
-                      "store_first": upserted, "store_again": again},
+                      "store_first": upserted, "store_again": again, "restart": restart},
         "setup": {"seeds": seeds, "every": every, "train_share": train_share, "seed": seed,
                   "categories": list(categories or []) or "all", "train_goals": [g.id for g in train],
                   "test_goals": [g.id for g in test]},
@@ -261,7 +283,9 @@ against orderings the logs happen to show; a library with independent steps woul
 ({ind['events']} events): {ind['seconds']} s, peak {ind['peak_mib']} MiB (Python allocations) — per 1,000 sessions
 **{ind['seconds_per_1000_sessions']} s** and **{ind['peak_mib_per_1000_sessions']} MiB**.  {ind['candidates']}
 candidate prerequisites scored, {ind['kept']} verified, {ind['blocks']} blocks stored (first upsert {ind['store_first']};
-the same logs again: {ind['store_again']}).
+the same logs again: {ind['store_again']}).  Restart: a second process opened the persisted store and read
+{ind['restart'].get('read', 0)} of {ind['restart'].get('written', 0)} blocks back
+({'identical' if ind['restart'].get('ok') else 'NOT identical ' + str(ind['restart'].get('error', ''))}).
 """
     (out / "report.md").write_text(text)
     try:

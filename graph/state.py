@@ -118,6 +118,11 @@ def turn_commands(state: dict) -> list[dict[str, Any]]:
     return [c for c in state.get("commands") or [] if int(c.get("turn") or 0) == turn]
 
 
+def given_slots(commands: list[dict[str, Any]] | None) -> list[str]:
+    """The slots the turn's commands gave values for (set or corrected)."""
+    return [c["slot"] for c in commands or [] if c.get("command") in ("set_slot", "correct_slot") and c.get("slot")]
+
+
 def decision(commands: list[dict[str, Any]] | None) -> Literal["STAY", "SEARCH"]:
     """The detector's visible decision: SEARCH when the turn asks to find a workflow."""
     return "SEARCH" if any(c.get("command") == "start_flow" and not c.get("workflow") for c in commands or []) \

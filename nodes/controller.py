@@ -22,7 +22,7 @@ from dialogue.execution.replies import answer_text
 from dialogue.frames import fingerprint, scope_of, top
 from graph.context import Context
 from graph.resources import get_resources
-from graph.state import State
+from graph.state import State, given_slots, turn_commands
 
 
 def _active(state: State, ctx: Context):
@@ -32,7 +32,8 @@ def _active(state: State, ctx: Context):
     interp = res.interpreters.get(wf.name) if wf is not None else None
     env = CheckEnv(turn=int(state.get("turn") or 0), max_turns=ctx.max_turns, max_api_repeats=ctx.max_api_repeats,
                    scope=scope_of(frame, state.get("reading")), procedure=interp.procedure if interp else None,
-                   prerequisites=tuple(state.get("prerequisites") or ()) if ctx.experience else ())
+                   prerequisites=tuple(state.get("prerequisites") or ()) if ctx.experience else (),
+                   given=tuple(given_slots(turn_commands(state))))
     return wf, frame, env
 
 

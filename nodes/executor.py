@@ -22,7 +22,7 @@ from dialogue.execution.replies import answer_text
 from dialogue.frames import fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
-from graph.state import State, turn_commands
+from graph.state import State, given_slots, turn_commands
 
 
 def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
@@ -94,8 +94,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if wf is None or frame is None:
         return {"proposal": pattern_reply(res, "pattern_close" if "close" in kinds else "pattern_chitchat")}
     interp = res.interpreters[wf.name]
-    reading = {**(state.get("reading") or {}),
-               "slots_given": bool(kinds & {"set_slot", "correct_slot"})}
+    reading = {**(state.get("reading") or {}), "slots_given": bool(kinds & {"set_slot", "correct_slot"}),
+               "given": given_slots(commands)}
     violations = [v for v in state.get("violations") or [] if v.get("turn") == turn]
     now = fingerprint(frame)
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]

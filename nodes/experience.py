@@ -28,7 +28,7 @@ from dialogue.experience import broken, declared, describe, unmet
 from dialogue.frames import successful_calls, top
 from graph.context import Context
 from graph.resources import get_resources
-from graph.state import State
+from graph.state import State, given_slots, turn_commands
 
 log = logging.getLogger("flowdesk.experience")
 _SAID: set[str] = set()
@@ -87,13 +87,14 @@ def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # progress alignment: what succeeded so far, the next step, its prerequisites' status
     done = [c["api"] for c in successful_calls(frame)]
     act = res.interpreters[wf.name].next_action(frame, state.get("reading"))
+    given = given_slots(turn_commands(state))
     lines = [b.text for b in blocks if b.kind != "action" or b.action == act.name
              or any(p["action"] == b.action for p in prerequisites)]
     lines.append(f"Progress: done {', '.join(dict.fromkeys(done)) or 'nothing yet'}; next {act.kind} {act.name}.")
     for p in prerequisites:
         if p["kind"] == "argument":
             if p["action"] == act.name:
-                status = "broken: ask the user for it again" if broken([p], frame, act.name, act.args) else "holds"
+                status = "broken: ask the user for it again" if broken([p], frame, act.name, act.args, given) else "holds"
                 lines.append(f"Check: {describe(p)}: {status}.")
             continue
         status = "unsatisfied" if unmet([p], frame, p["action"]) else "satisfied"

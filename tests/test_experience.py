@@ -314,10 +314,12 @@ def test_argument_rule_asks_again_before_the_call():
     assert upcoming.name == "list_recent_transactions"
     ask = prerequisite_first(wf, interp, frame, upcoming, (rule,), [])
     assert ask["name"] == "request_information" and ask["args"]["slots"] == ["card_last4"]
-    # the user just gave it again when asked: their answer stands
+    # asked for it, the user gave it again this turn: their answer stands (given earlier, it does not)
     asked = {**frame, "asked": ["card_last4"]}
-    assert check_experience(call, wf, asked, env)["ok"]
-    assert prerequisite_first(wf, interp, asked, upcoming, (rule,), []) is None
+    assert not check_experience(call, wf, asked, env)["ok"]
+    assert check_experience(call, wf, asked, replace(env, given=("card_last4",)))["ok"]
+    assert not check_experience(call, wf, frame, replace(env, given=("card_last4",)))["ok"]  # not asked for
+    assert prerequisite_first(wf, interp, asked, upcoming, (rule,), [], ["card_last4"]) is None
     # a date rule: a date of birth after today breaks "past"
     dob = {"workflow": "report_fraud", "action": "verify_identity", "requires": "customer_id", "kind": "argument",
            "relation": "past", "other": "", "support": 4, "confidence": 1.0}

@@ -48,6 +48,7 @@ class CheckEnv:
     scope: Scope = field(default_factory=Scope)
     procedure: Procedure | None = None
     prerequisites: tuple = ()  # verified experience the PDL lacks (dialogue.experience)
+    given: tuple = ()  # slots the user gave values for this turn
 
 
 def _norm(v: Any) -> Any:
@@ -157,7 +158,7 @@ def check_experience(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckE
         if missing:
             return _verdict("experience_prerequisite", p, describe(missing[0]) + " (not done yet)",
                             missing=[m["requires"] for m in missing])
-        bad = broken(env.prerequisites, frame, p.get("name") or "", p.get("args") or {})
+        bad = broken(env.prerequisites, frame, p.get("name") or "", p.get("args") or {}, env.given)
         if bad:
             return _verdict("experience_prerequisite", p, describe(bad[0]) + ": ask the user for it again",
                             fields=[b["requires"] for b in bad])

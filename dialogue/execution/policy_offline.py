@@ -195,14 +195,14 @@ def last_reply(messages: list[BaseMessage]) -> str:
 
 
 def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming: NextAction,
-                       prerequisites: tuple | list, rejected: list[dict]) -> dict | None:
+                       prerequisites: tuple | list, rejected: list[dict], given: list[str] | tuple = ()) -> dict | None:
     """Verified experience (``dialogue.experience``): when the next step is an API whose learned
     prerequisite has not run, or a question (or a condition) on a value such a prerequisite's result gives, the
     prerequisite API comes first (or the question for its own missing arguments); when the next API's values
     break a learned argument rule, the user is asked for them again; else None."""
     if not prerequisites:
         return None
-    bad = broken(prerequisites, frame, upcoming.name, upcoming.args) if upcoming.kind == "api" else []
+    bad = broken(prerequisites, frame, upcoming.name, upcoming.args, given) if upcoming.kind == "api" else []
     if bad:  # a value the call would reuse or get wrong: the user gives it again
         ask = proposal_for(wf, NextAction("ask", "request_information", slots=[b["requires"] for b in bad]),
                            values_view(frame.get("slots"), frame.get("results")))
@@ -219,6 +219,7 @@ def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming:
     if first is None or wf.api(first["requires"]) is None:
         return None
     args, missing = interp.call_args(frame, first["requires"])
+    missing = missing or [b["requires"] for b in broken(prerequisites, frame, first["requires"], args, given)]
     act = NextAction("api", first["requires"], args=args) if not missing else \
         NextAction("ask", "request_information", slots=missing)
     proposal = proposal_for(wf, act, values_view(frame.get("slots"), frame.get("results")))
@@ -251,7 +252,7 @@ def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messag
         again = rerun_last_api(wf, interp, frame, called_since_user(messages))
         if again is not None and not any(same(again, r) for r in rejected):
             return again
-    proposal = prerequisite_first(wf, interp, frame, upcoming, prerequisites, rejected) \
+    proposal = prerequisite_first(wf, interp, frame, upcoming, prerequisites, rejected, reading.get("given") or ()) \
         or next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
     recheck = recheck_failed(wf, frame, proposal)
     if recheck is not None and not any(same(recheck, r) for r in rejected):
