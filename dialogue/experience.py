@@ -58,11 +58,12 @@ def provider_of(prerequisites: Iterable[Prerequisite], frame: Frame | dict | Non
 def broken(prerequisites: Iterable[Prerequisite], frame: Frame | dict | None, action: str,
            args: Mapping[str, Any], given: Iterable[str] = (), day: str | None = None) -> list[Prerequisite]:
     """The argument rules of ``action`` that ``args`` break (a value reusing another argument's value, a date
-    on the wrong side of today) — except for an argument the user gave this turn (``given``) in answer to
-    the last question, which asked for it: they were asked again, and their answer stands."""
-    answered = set(given or ()) & set((frame or {}).get("asked") or ())
-    rules = [p for p in prerequisites or () if _mine(p, frame, "argument") and p.get("action") == action
-             and p.get("requires") not in answered]
+    on the wrong side of today) — except when the last question asked for nothing but ruled arguments (the
+    question a broken rule asks) and the user gave them this turn (``given``): their answer stands."""
+    rules = [p for p in prerequisites or () if _mine(p, frame, "argument") and p.get("action") == action]
+    asked = set((frame or {}).get("asked") or ())
+    if asked and asked <= {p["requires"] for p in rules}:
+        rules = [p for p in rules if p["requires"] not in set(given or ())]
     if not rules:
         return []
     done = {c["api"]: c.get("args") or {} for c in successful_calls(frame) if c.get("api") != action}

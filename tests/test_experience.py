@@ -319,6 +319,8 @@ def test_argument_rule_asks_again_before_the_call():
     assert not check_experience(call, wf, asked, env)["ok"]
     assert check_experience(call, wf, asked, replace(env, given=("card_last4",)))["ok"]
     assert not check_experience(call, wf, frame, replace(env, given=("card_last4",)))["ok"]  # not asked for
+    first_ask = {**frame, "asked": ["customer_id", "pin", "card_last4"]}  # the procedure's question, not a re-ask
+    assert not check_experience(call, wf, first_ask, replace(env, given=("card_last4",)))["ok"]
     assert prerequisite_first(wf, interp, asked, upcoming, (rule,), [], ["card_last4"]) is None
     # a date rule: a date of birth after today breaks "past"
     dob = {"workflow": "report_fraud", "action": "verify_identity", "requires": "customer_id", "kind": "argument",
