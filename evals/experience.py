@@ -129,9 +129,11 @@ def prereq_scores(blocks, complete, under) -> dict[str, Any]:
             "missed": sorted("/".join(x) for x in truth - induced)}
 
 
-_REREAD = ("import json, sys\nfrom memory.store import WorkflowStore\nfrom memory.experience_store import ExperienceStore\n"
+_REREAD = ("import json, sys\nfrom memory.store import WorkflowStore\n"
+           "from memory.experience_store import ExperienceStore\n"
            "with WorkflowStore(sys.argv[1]) as ws:\n"
-           "    print(json.dumps([b.model_dump() for b in ExperienceStore(ws.client, ws.embedder).blocks(sys.argv[2])]))")
+           "    blocks = ExperienceStore(ws.client, ws.embedder).blocks(sys.argv[2])\n"
+           "    print(json.dumps([b.model_dump() for b in blocks]))")
 
 
 def reread_in_new_process(store: Path, copy: Path, library: str, blocks: list) -> dict[str, Any]:

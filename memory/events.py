@@ -104,7 +104,8 @@ class EventLog:
         # NORMAL: a committed append survives a crash of the process (WAL), an OS crash may lose the last few —
         # the log records, it decides nothing (the ledger, which does, syncs fully); no retry: an append whose
         # commit was acknowledged on a dropped connection would be logged twice
-        self._db = connect(location, what="event log", error=EventLogError, schema=_schema(location.startswith(POSTGRES)),
+        self._db = connect(location, what="event log", error=EventLogError,
+                           schema=_schema(location.startswith(POSTGRES)),
                            synchronous="NORMAL")
 
     def close(self) -> None:

@@ -24,8 +24,8 @@ Offline and deterministic (process mining over the logged action sequences), in 
 either ``confidence >= min_confidence`` or, with errors to contrast, ``error_share >= min_confidence``
 and confidence ≥ 0.5.  An argument prerequisite must be broken at ``min_support`` failed calls and hold
 at ``min_confidence`` of the successful ones, and calls that broke it must have failed at that rate
-(a value relation the successes also break is no cause of errors).  An action block without a kept prerequisite is not stored, nor a workflow seen in
-fewer than ``min_support`` clean runs.
+(a value relation the successes also break is no cause of errors).  An action block without a kept
+prerequisite is not stored, nor a workflow seen in fewer than ``min_support`` clean runs.
 
 The **LLM variant** (``induce_llm``) follows the paper's prompts — analyse the contrastive trajectories,
 draft the workflow JSON (workflows with global prerequisites, entry and planned steps; action blocks
@@ -291,7 +291,8 @@ def _describe(action: str, kept: list[Prerequisite]) -> str:
              for p in kept if p.kind == "action"]
     parts += ["confirm with the user" for p in kept if p.kind == "confirmation"]
     parts += [f"{p.requires} must not reuse the value of {p.other} (ask the user)" if p.relation == "differs"
-              else f"{p.requires} must be a date in the {p.relation} (ask the user)" for p in kept if p.kind == "argument"]
+              else f"{p.requires} must be a date in the {p.relation} (ask the user)"
+              for p in kept if p.kind == "argument"]
     return f"Before {action}: " + ", ".join(parts) + "."
 
 

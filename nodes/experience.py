@@ -10,8 +10,8 @@ With ``context.experience`` on (the default) and blocks in the experience store 
 3. checks the prerequisites of the next action against the frame (satisfied / unsatisfied) and its
    learned argument rules against the values it would be called with (holds / broken);
 4. writes the compact block to ``experience`` (the LLM executor's prompt; Studio shows it) and the
-   verified prerequisites the PDL does *not* declare, and the argument rules on slots, to ``prerequisites`` — the pre-decision hints, the
-   post-decision check ``experience_prerequisite`` and the offline executor read those
+   verified prerequisites the PDL does *not* declare, and the argument rules on slots, to ``prerequisites``
+   — the pre-decision hints, the post-decision check ``experience_prerequisite`` and the offline executor read those
    (``dialogue.experience``).
 
 Without a store, blocks or an active workflow it writes ``""`` and ``[]``: a no-op.
@@ -94,7 +94,8 @@ def experience(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     for p in prerequisites:
         if p["kind"] == "argument":
             if p["action"] == act.name:
-                status = "broken: ask the user for it again" if broken([p], frame, act.name, act.args, given) else "holds"
+                bad = broken([p], frame, act.name, act.args, given)
+                status = "broken: ask the user for it again" if bad else "holds"
                 lines.append(f"Check: {describe(p)}: {status}.")
             continue
         status = "unsatisfied" if unmet([p], frame, p["action"]) else "satisfied"

@@ -328,4 +328,5 @@ def test_argument_rule_asks_again_before_the_call():
     env = CheckEnv(turn=1, max_turns=40, max_api_repeats=3, prerequisites=(dob,))
     future = {"kind": "tool", "name": "verify_identity", "args": {"customer_id": "2999-01-01", "pin": 1}}
     assert not check_experience(future, wf, {"workflow": "report_fraud"}, env)["ok"]
-    assert check_experience({**future, "args": {"customer_id": "1985-01-01"}}, wf, {"workflow": "report_fraud"}, env)["ok"]
+    past = {**future, "args": {"customer_id": "1985-01-01"}}
+    assert check_experience(past, wf, {"workflow": "report_fraud"}, env)["ok"]
