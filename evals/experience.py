@@ -36,7 +36,7 @@ import shutil
 import tempfile
 import time
 import tracemalloc
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -101,18 +101,27 @@ def split_goals(goals: list, share: float, seed: int) -> tuple[list, list]:
 CANNOT_RUN = ("argument_schema", "node_dependency", "experience_prerequisite", "unknown_node", "procedure_branch")
 
 
-def tool_errors(log_path: Path) -> dict[str, float]:
+def tool_errors(log_path: Path) -> dict[str, Any]:
     """Tool errors from a variant's event log: calls the tool failed, and tool calls the controllers stopped
-    because they could not run (``CANNOT_RUN``)."""
+    because they could not run (``CANNOT_RUN``); ``by``: counts per "workflow / tool / kind", kind = ``error``
+    (a first failure), ``repeat`` (the same call with the same arguments failed before in that workflow
+    instance) or ``stopped: <controller>``."""
     from memory.events import iter_events
 
     failed = rejected = 0
+    by: Counter = Counter()
+    seen: set[tuple[str, str, str]] = set()
     for e in iter_events(log_path, ("tool_error", "verdict")) if log_path.exists() else ():
         if e.kind == "tool_error":
             failed += 1
+            call = (e.frame, e.name, json.dumps(e.data.get("args") or {}, sort_keys=True, default=str))
+            by[f"{e.workflow} / {e.name} / {'repeat' if call in seen else 'error'}"] += 1
+            seen.add(call)
         elif e.data.get("proposal_kind") == "tool" and e.data.get("controller") in CANNOT_RUN:
             rejected += 1
-    return {"failed": failed, "rejected": rejected, "total": failed + rejected}
+            by[f"{e.workflow} / {e.name} / stopped: {e.data['controller']}"] += 1
+    return {"failed": failed, "rejected": rejected, "total": failed + rejected,
+            "by": dict(sorted(by.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
 def prereq_scores(blocks, complete, under) -> dict[str, Any]:
@@ -243,6 +252,11 @@ def write_report(out: Path, metrics: dict[str, Any]) -> None:
                      f"{v[name]['te_ratio']:.3f} | {v[name]['errors_per_session']:.3f} | "
                      f"{', '.join(f'{k}: {x}' for k, x in v[name]['pass_k'].items())} | {v[name]['sessions']} |"
                      for name in VARIANTS)
+    by = {n: v[n]["errors"].get("by", {}) for n in VARIANTS}
+    kinds = sorted({k for n in VARIANTS for k in by[n]}, key=lambda k: (-by["with"].get(k, 0), -by["complete"].get(k, 0),
+                                                                      -by["without"].get(k, 0), k))
+    by_kind = "\n".join(f"| {k} | " + " | ".join(str(by[n].get(k, 0)) for n in VARIANTS) + " |" for k in kinds
+                        if by["with"].get(k) or by["complete"].get(k) or by["without"].get(k, 0) >= 5)
     wfs = sorted(v["complete"]["by_workflow"])
     per_wf = "\n".join(f"| {w} | " + " | ".join(f"{v[n]['by_workflow'].get(w, float('nan')):.2f}" for n in VARIANTS)
                        + " |" for w in wfs)
@@ -272,6 +286,16 @@ with it ({-cut:+.0%}); success with experience {s['success_with']:.3f} vs {s['su
 library (gap {s['success_complete'] - s['success_with']:+.3f}).  On this desk every tool call that precedes another in
 the clean runs is a true dependency (the procedures are straight lines per branch), so precision is tested only
 against orderings the logs happen to show; a library with independent steps would test it harder.
+
+### Tool errors by workflow / tool / kind
+
+``error``: a call that failed for the first time; ``repeat``: the same call with the same arguments failed
+before in that workflow instance; ``stopped``: a controller stopped the call as unable to run.  Rows: every
+kind left with experience or on the complete library, and the kinds without experience counted 5 or more times.
+
+| workflow / tool / kind | without | with | complete |
+|---|---|---|---|
+{by_kind}
 
 ### Success per workflow (weak ones first to look at)
 
