@@ -330,3 +330,22 @@ def test_argument_rule_asks_again_before_the_call():
     assert not check_experience(future, wf, {"workflow": "report_fraud"}, env)["ok"]
     past = {**future, "args": {"customer_id": "1985-01-01"}}
     assert check_experience(past, wf, {"workflow": "report_fraud"}, env)["ok"]
+
+
+def test_tool_errors_by_kind(tmp_path):
+    from evals.experience import tool_errors
+
+    where = {"thread": "t", "workflow": "report_fraud", "frame": "f1"}
+    failed = {"args": {"card_last4": 9090}, "error": "no card"}
+    with open_event_log(tmp_path / "events.sqlite") as log:
+        log.append([Event(kind="tool_error", name="list_recent_transactions", data=failed, **where),
+                    Event(kind="tool_error", name="list_recent_transactions", data=failed, **where),
+                    Event(kind="verdict", name="get_balance", data={"proposal_kind": "tool", "ok": False,
+                                                                      "controller": "argument_schema"}, **where),
+                    Event(kind="verdict", name="get_balance", data={"proposal_kind": "tool", "ok": False,
+                                                                      "controller": "api_repetition"}, **where)])
+    got = tool_errors(tmp_path / "events.sqlite")
+    assert (got["failed"], got["rejected"], got["total"]) == (2, 1, 3)  # a loop guard's stop is no tool error
+    assert got["by"] == {"report_fraud / list_recent_transactions / error": 1,
+                         "report_fraud / list_recent_transactions / repeat": 1,
+                         "report_fraud / get_balance / stopped: argument_schema": 1}
