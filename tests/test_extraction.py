@@ -42,7 +42,9 @@ def test_miner_recovers_the_synthetic_workflow(booking):
     wf, graph = build_workflow("book_table", booking, domain="dining")
     nodes = set(graph.reachable())
     assert {"ask_restaurant", "ask_name", "check", "ask_confirm", "book", "inform_booked", "inform_full",
-            "inform_not_booked", "goodbye"} == nodes
+            "inform_not_booked"} == nodes
+    # the farewell ends every conversation: conversation management, an ANSWER outside the procedure
+    assert wf.answer("goodbye").template == "Goodbye!" and "ANSWER.goodbye()" not in wf.procedure
     # the start, the order, and the branches: by the API's returned Status, then by the user's answer
     assert graph.start == "ask_restaurant"
     assert ("ask_restaurant", "ask_name") in graph.edges and ("ask_name", "check") in graph.edges

@@ -63,7 +63,9 @@ class MiningConfig:
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
     pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
-    closing: float = 0.5  # a common step ending this share of the conversations performing it is a closing
+    closing: float = 0.9  # a step ending this share of the conversations performing it is a closing
+    closing_min: int = 5  # (over at least this many conversations)
+    closing_pred: float = 0.5  # and following no one step in more than this share of its runs
     loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
@@ -316,10 +318,23 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv
             or (c >= cfg.pooled * cfg.node_support * n_conv and (common or {}).get(n, 0.0) >= cfg.node_support)}
     if cfg.closing < 1.0:
-        # a closing: a step common to the desk that ends most conversations it appears in (the farewell) —
-        # conversation management, not the task's procedure
+        # a closing: a step that ends nearly every conversation it appears in (the farewell, whether the desk
+        # shares it or the task has its own) — conversation management, not the task's procedure.  Judged
+        # only on ``closing_min`` conversations: in a handful, every last step would look like a farewell.
         ends = Counter(tr[-1].name for tr in trs if tr)
-        kept = {n for n in kept if not ((common or {}).get(n) and ends[n] >= cfg.closing * support[n])}
+        pred: dict[str, Counter] = defaultdict(Counter)  # the step each run of a step follows
+        for tr in trs:
+            for x, y in zip(tr, tr[1:]):
+                pred[y.name][x.name] += 1
+
+        def closes(n: str) -> bool:
+            # a farewell the desk shares is one; a task's own closes whatever came before it — a step that
+            # mostly follows the same one (the result of a call) is the procedure's own last step even
+            # when it ends the conversation
+            return (support[n] >= cfg.closing_min and ends[n] >= cfg.closing * support[n]
+                    and (bool((common or {}).get(n))
+                         or max(pred[n].values(), default=0) <= cfg.closing_pred * sum(pred[n].values())))
+        kept = {n for n in kept if not closes(n)}
     # project the traces onto the kept nodes (merging repeats again)
     proj: list[list[StepOcc]] = []
     for tr in trs:
