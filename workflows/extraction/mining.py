@@ -63,6 +63,8 @@ class MiningConfig:
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
     pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
+    ordered_support: float = 0.03  # a rarer step with a fixed place in the order needs only this share
+    ordered_share: float = 0.9  # (it precedes, or follows, each kept step this often)
     closing: float = 0.9  # a step ending this share of the conversations performing it is a closing
     closing_min: int = 5  # (over at least this many conversations)
     closing_pred: float = 0.5  # and following no one step in more than this share of its runs
@@ -300,7 +302,8 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, share
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
                common: dict[str, float] | None = None,
-               outputs: Callable[[str], set[str] | None] | None = None) -> MinedGraph:
+               outputs: Callable[[str], set[str] | None] | None = None,
+               contested: set[str] = frozenset()) -> MinedGraph:
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
     (what the offline executor can judge); without it, each is labelled by its most specific word;
@@ -317,6 +320,24 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     # a step common to the desk is judged by the desk's support when this task's own is thin
     kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv
             or (c >= cfg.pooled * cfg.node_support * n_conv and (common or {}).get(n, 0.0) >= cfg.node_support)}
+    if cfg.ordered_support < cfg.node_support:
+        # a rarer step with a fixed place in the order of the kept ones (a question asked only when the
+        # user had not said it already, an outcome of one call) is the procedure's, not an aside — unless
+        # another task performs it more often (``contested``: the user's other request leaking in)
+        first = [_first_positions([o.name for o in tr]) for tr in trs]
+
+        def fixed_place(n: str) -> bool:
+            pairs = 0
+            for m in kept:
+                ab = sum(1 for p in first if n in p and m in p and p[n] < p[m])
+                ba = sum(1 for p in first if n in p and m in p and p[m] < p[n])
+                if ab + ba >= cfg.fixed_min:
+                    pairs += 1
+                    if max(ab, ba) < cfg.ordered_share * (ab + ba):
+                        return False
+            return pairs > 0
+        kept |= {n for n, c in support.items() if n not in kept and c >= cfg.ordered_support * n_conv
+                 and n not in contested and fixed_place(n)}
     if cfg.closing < 1.0:
         # a closing: a step that ends nearly every conversation it appears in (the farewell, whether the desk
         # shares it or the task has its own) — conversation management, not the task's procedure.  Judged
@@ -564,12 +585,13 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                    binding_for: Callable[[str], Binding | None] | None = None,
                    exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
                    common: dict[str, float] | None = None,
-                   outputs: Callable[[str], set[str] | None] | None = None) -> tuple[Workflow, MinedGraph]:
+                   outputs: Callable[[str], set[str] | None] | None = None,
+                   contested: set[str] = frozenset()) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude, polarity, common, outputs)
+    graph = mine_graph(trs, cfg, exclude, polarity, common, outputs, contested)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
