@@ -285,7 +285,7 @@ def common_steps(supports: dict[str, dict[str, float]], shared: float = 0.25, su
             if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= max(at_least, shared * tasks)}
 
 
-def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, shared: float = 0.25,
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 2.5, shared: float = 0.25,
                   support: float = 0.1) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
     conversations that moved to another task without saying so, and are not this task's steps.
