@@ -310,6 +310,7 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     ``outputs(api)``: the fields an API is documented to return (None = unknown)."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
+    whole = trs  # the conversations as they ran: what ends them includes a foreign farewell
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     support = Counter(n for tr in trs for n in {o.name for o in tr})
     api_of: dict[str, str] = {}
@@ -342,9 +343,9 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
         # a closing: a step that ends nearly every conversation it appears in (the farewell, whether the desk
         # shares it or the task has its own) — conversation management, not the task's procedure.  Judged
         # only on ``closing_min`` conversations: in a handful, every last step would look like a farewell.
-        ends = Counter(tr[-1].name for tr in trs if tr)
+        ends = Counter(tr[-1].name for tr in whole if tr)
         pred: dict[str, Counter] = defaultdict(Counter)  # the step each run of a step follows
-        for tr in trs:
+        for tr in whole:
             for x, y in zip(tr, tr[1:]):
                 pred[y.name][x.name] += 1
 
