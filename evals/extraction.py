@@ -181,10 +181,14 @@ def _or_na(v: Any) -> Any:
     return "n/a" if v is None else v
 
 
-TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningConfig``) were set by a small grid "
-               "over edge share and skip order, scored on the structure of the 18 tasks outside the next-action "
-               "zero-shot set and on next-action over train-split dialogues only; dev dialogues only produce this report. "
-               "Not strictly blind: while the miner was being written, per-task structure of all 24 tasks was printed, "
+TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningConfig``) were set by small grids "
+               "scored on the structure of the 18 tasks outside the next-action zero-shot set (edge share and skip "
+               "order; the closing rule: a step ending >= 90% of the >= 5 conversations performing it, following no "
+               "single step in more than 50% of its runs unless the desk shares it; rarer steps (>= 3% of "
+               "conversations) with a fixed place (>= 90% one way) in the order of the kept steps, unless another "
+               "task performs them more often; the foreign-step ratio 2.5; ties went to the setting that changes "
+               "fewer steps) and on next-action over train-split dialogues only; dev dialogues only produce this "
+               "report. Not strictly blind: per-task structure of all 24 tasks was printed during the error analysis, "
                "so the held-out row is an indication, not a clean test.")
 
 
