@@ -312,3 +312,24 @@ def test_common_steps_are_no_task_foreign_and_a_closing_is_left_out():
     # a desk of one task has no common steps: its last step stays
     alone = step_support(traces(groups["b"]))
     assert common_steps({"b": alone}) == {}
+
+
+def test_a_rare_step_in_a_fixed_place_is_kept_and_a_task_s_own_farewell_is_not():
+    """A question asked in 5 of 100 conversations (the others said it already) always between the same two
+    steps is a node, unless another task performs it more often; a farewell that ends every conversation
+    after whichever outcome came first is left out, while an outcome that ends conversations stays."""
+    from workflows.extraction.mining import mine_graph
+    from workflows.extraction.transcripts import parse_transcripts as parse
+
+    lines = []
+    for i in range(100):
+        ok = i % 2 == 0
+        steps = ["ask_a"] + (["ask_rare"] if i < 5 else []) + ["ask_b", ("q", "api", {"R": 1} if ok else {}),
+                                                               "inform_ok" if ok else "inform_none"]
+        lines.append(_conv(str(i), "t", steps + (["bye"] if i % 5 else [])))
+    trs = traces(parse(lines))
+    graph = mine_graph(trs)
+    assert "ask_rare" in graph.nodes and ("ask_a", "ask_rare") in graph.edges
+    assert "bye" not in graph.nodes  # ends every run, after inform_ok or inform_none
+    assert {"inform_ok", "inform_none"} <= set(graph.nodes)  # each ends conversations, but follows the call
+    assert "ask_rare" not in mine_graph(trs, contested={"ask_rare"}).nodes

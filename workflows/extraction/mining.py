@@ -3,7 +3,11 @@
 1. Traces: each conversation's agent steps in order (a named action, or an API call with its arguments
    and result), consecutive repeats merged (a re-run query keeps its last result), with the user's
    words right after each step.
-2. Nodes: steps performed in at least ``node_support`` of the task's conversations.
+2. Nodes: steps performed in at least ``node_support`` of the task's conversations, and rarer ones (down to
+   ``ordered_support``) that hold a fixed place in the order of those (a question asked only when the user
+   had not said it already) unless another task performs them more often.  Closings are left out: a step
+   ending nearly every conversation it appears in, when the desk shares it or it follows no one step
+   (a farewell closes whatever came before; a call's own outcome that ends the conversation stays).
 3. Directly-follows graph over the traces projected onto those nodes; an edge stays when it holds
    ``edge_min`` transitions and ``edge_share`` of its source's outgoing ones.  *Skip* edges (a -> c
    where some b is usually between them and a -> b -> c are edges: the user gave the answer early, so
@@ -307,7 +311,8 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
     (what the offline executor can judge); without it, each is labelled by its most specific word;
-    ``outputs(api)``: the fields an API is documented to return (None = unknown)."""
+    ``outputs(api)``: the fields an API is documented to return (None = unknown); ``contested``: step
+    names another task performs more often (no rare step of this one)."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
     whole = trs  # the conversations as they ran: what ends them includes a foreign farewell
