@@ -273,8 +273,10 @@ def extraction_command(
     dataset: str = typer.Option("star", "--dataset", help="star (gold task graphs, labelled actions) | abcd (sample conversations vs guideline flows)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Data directory (default: $FLOWDESK_DATA or ../shared/data)."),
     out: Path = typer.Option(Path("reports/extraction-star"), "--out", help="Report directory."),
-    library: Path = typer.Option(Path(".flowdesk/eval/extraction-star"), "--library",
-                                 help="Where the extracted library is written (not in the report: it holds dialogue phrasings)."),
+    library: Optional[Path] = typer.Option(None, "--library",
+                                           help="Where the extracted library is written (default "
+                                                ".flowdesk/eval/extraction-<dataset>; not in the report: it holds "
+                                                "dialogue phrasings)."),
     limit: int = typer.Option(0, "--limit", help="At most this many dev dialogues for next-action (0 = all)."),
     every: int = typer.Option(1, "--every", help="Extract from every k-th train dialogue (sampling)."),
     select: int = typer.Option(0, "--select", help="Mine only Proc-Sim's k most representative conversations per task."),
@@ -287,6 +289,8 @@ def extraction_command(
     from workflows.extraction.star import star_dir
 
     data = data or default_data_dir()
+    # one folder per dataset: an ABCD run must not replace the STAR library a STAR run is still reading
+    library = library or Path(f".flowdesk/eval/extraction-{dataset}")
     if dataset == "abcd":
         metrics = run_abcd(data, library)
         path = write_abcd_report(metrics, out)
