@@ -51,7 +51,7 @@ FAILURE, SUCCESS = "query_failure", "query_success"  # the PDL runtime's outcome
 
 @dataclass
 class MiningConfig:
-    node_support: float = 0.1  # share of conversations that must perform a step for it to be a node
+    node_support: float = 0.12  # share of conversations that must perform a step for it to be a node
     edge_share: float = 0.1  # share of a node's outgoing transitions an edge needs
     edge_min: int = 2  # and at least this many transitions
     skip_order: float = 0.6  # b is "between" a and c when a precedes b and b precedes c this often
