@@ -42,7 +42,9 @@ def test_miner_recovers_the_synthetic_workflow(booking):
     wf, graph = build_workflow("book_table", booking, domain="dining")
     nodes = set(graph.reachable())
     assert {"ask_restaurant", "ask_name", "check", "ask_confirm", "book", "inform_booked", "inform_full",
-            "inform_not_booked", "goodbye"} == nodes
+            "inform_not_booked"} == nodes
+    # the farewell ends every conversation: conversation management, an ANSWER outside the procedure
+    assert wf.answer("goodbye").template == "Goodbye!" and "ANSWER.goodbye()" not in wf.procedure
     # the start, the order, and the branches: by the API's returned Status, then by the user's answer
     assert graph.start == "ask_restaurant"
     assert ("ask_restaurant", "ask_name") in graph.edges and ("ask_name", "check") in graph.edges
@@ -179,7 +181,7 @@ def test_star_extraction_structure_and_speed(tmp_path):
     assert res.seconds < 60
     macro = structure(res.graphs, gold_charts(DATA / "star"))["macro"]
     # floors well under the measured figures (reports/extraction-star): a regression guard, not the target
-    assert macro["nodes"]["f1"] > 0.8 and macro["edges"]["f1"] > 0.55
+    assert macro["nodes"]["f1"] > 0.85 and macro["edges"]["f1"] > 0.63
     wf = load_library(tmp_path / "lib").get("hotel_book")
     assert wf.apis[0].binding.python == "workflows.importers.star_kb:hotel_book"
     assert "# query_check: RequestType = Check" in wf.procedure
@@ -310,3 +312,24 @@ def test_common_steps_are_no_task_foreign_and_a_closing_is_left_out():
     # a desk of one task has no common steps: its last step stays
     alone = step_support(traces(groups["b"]))
     assert common_steps({"b": alone}) == {}
+
+
+def test_a_rare_step_in_a_fixed_place_is_kept_and_a_task_s_own_farewell_is_not():
+    """A question asked in 5 of 100 conversations (the others said it already) always between the same two
+    steps is a node, unless another task performs it more often; a farewell that ends every conversation
+    after whichever outcome came first is left out, while an outcome that ends conversations stays."""
+    from workflows.extraction.mining import mine_graph
+    from workflows.extraction.transcripts import parse_transcripts as parse
+
+    lines = []
+    for i in range(100):
+        ok = i % 2 == 0
+        steps = ["ask_a"] + (["ask_rare"] if i < 5 else []) + ["ask_b", ("q", "api", {"R": 1} if ok else {}),
+                                                               "inform_ok" if ok else "inform_none"]
+        lines.append(_conv(str(i), "t", steps + (["bye"] if i % 5 else [])))
+    trs = traces(parse(lines))
+    graph = mine_graph(trs)
+    assert "ask_rare" in graph.nodes and ("ask_a", "ask_rare") in graph.edges
+    assert "bye" not in graph.nodes  # ends every run, after inform_ok or inform_none
+    assert {"inform_ok", "inform_none"} <= set(graph.nodes)  # each ends conversations, but follows the call
+    assert "ask_rare" not in mine_graph(trs, contested={"ask_rare"}).nodes

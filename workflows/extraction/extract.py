@@ -87,6 +87,7 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
     groups = group_by_task(transcripts)
     supports = {task: step_support(traces(ts)) for task, ts in groups.items()}
     foreign = foreign_steps(supports)
+    contested = foreign_steps(supports, ratio=1.0)  # steps another task performs more often
     common = common_steps(supports)
     result = ExtractionResult(Path(out_dir), conversations=len(transcripts))
     for task, ts in groups.items():
@@ -109,7 +110,7 @@ def extract_library(transcripts: Sequence[Transcript], out_dir: str | Path, conf
             wf, graph = build_workflow(task, list(mined_from), config, domain=domain, role=role,
                                        description=_description(task, reps), binding_for=binding_for,
                                        exclude=foreign[task], polarity=polarity, common=common,
-                                       outputs=outputs_for)
+                                       outputs=outputs_for, contested=contested[task])
         except ValueError as exc:  # a task with too little signal is reported, not fatal for the others
             if progress:
                 progress(task)

@@ -3,7 +3,11 @@
 1. Traces: each conversation's agent steps in order (a named action, or an API call with its arguments
    and result), consecutive repeats merged (a re-run query keeps its last result), with the user's
    words right after each step.
-2. Nodes: steps performed in at least ``node_support`` of the task's conversations.
+2. Nodes: steps performed in at least ``node_support`` of the task's conversations, and rarer ones (down to
+   ``ordered_support``) that hold a fixed place in the order of those (a question asked only when the user
+   had not said it already) unless another task performs them more often.  Closings are left out: a step
+   ending nearly every conversation it appears in, when the desk shares it or it follows no one step
+   (a farewell closes whatever came before; a call's own outcome that ends the conversation stays).
 3. Directly-follows graph over the traces projected onto those nodes; an edge stays when it holds
    ``edge_min`` transitions and ``edge_share`` of its source's outgoing ones.  *Skip* edges (a -> c
    where some b is usually between them and a -> b -> c are edges: the user gave the answer early, so
@@ -47,7 +51,7 @@ FAILURE, SUCCESS = "query_failure", "query_success"  # the PDL runtime's outcome
 
 @dataclass
 class MiningConfig:
-    node_support: float = 0.1  # share of conversations that must perform a step for it to be a node
+    node_support: float = 0.12  # share of conversations that must perform a step for it to be a node
     edge_share: float = 0.1  # share of a node's outgoing transitions an edge needs
     edge_min: int = 2  # and at least this many transitions
     skip_order: float = 0.6  # b is "between" a and c when a precedes b and b precedes c this often
@@ -63,7 +67,11 @@ class MiningConfig:
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
     pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
-    closing: float = 0.5  # a common step ending this share of the conversations performing it is a closing
+    ordered_support: float = 0.03  # a rarer step with a fixed place in the order needs only this share
+    ordered_share: float = 0.9  # (it precedes, or follows, each kept step this often)
+    closing: float = 0.9  # a step ending this share of the conversations performing it is a closing
+    closing_min: int = 5  # (over at least this many conversations)
+    closing_pred: float = 0.5  # and following no one step in more than this share of its runs
     loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
@@ -281,7 +289,7 @@ def common_steps(supports: dict[str, dict[str, float]], shared: float = 0.25, su
             if sum(1 for sup in supports.values() if sup.get(k, 0.0) >= support) >= max(at_least, shared * tasks)}
 
 
-def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, shared: float = 0.25,
+def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 2.5, shared: float = 0.25,
                   support: float = 0.1) -> dict[str, set[str]]:
     """Per task, the steps another task performs ``ratio`` times more often: they leaked in from
     conversations that moved to another task without saying so, and are not this task's steps.
@@ -298,13 +306,16 @@ def foreign_steps(supports: dict[str, dict[str, float]], ratio: float = 3, share
 def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
                exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
                common: dict[str, float] | None = None,
-               outputs: Callable[[str], set[str] | None] | None = None) -> MinedGraph:
+               outputs: Callable[[str], set[str] | None] | None = None,
+               contested: set[str] = frozenset()) -> MinedGraph:
     """``exclude``: step keys that are not this task's (``foreign_steps``); ``polarity``: reads a user
     reply as yes (True) / no (False) / neither (None) — when given, answer branches are yes/no branches
     (what the offline executor can judge); without it, each is labelled by its most specific word;
-    ``outputs(api)``: the fields an API is documented to return (None = unknown)."""
+    ``outputs(api)``: the fields an API is documented to return (None = unknown); ``contested``: step
+    names another task performs more often (no rare step of this one)."""
     cfg = config or MiningConfig()
     n_conv = len(trs)
+    whole = trs  # the conversations as they ran: what ends them includes a foreign farewell
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     support = Counter(n for tr in trs for n in {o.name for o in tr})
     api_of: dict[str, str] = {}
@@ -315,11 +326,42 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
     # a step common to the desk is judged by the desk's support when this task's own is thin
     kept = {n for n, c in support.items() if c >= cfg.node_support * n_conv
             or (c >= cfg.pooled * cfg.node_support * n_conv and (common or {}).get(n, 0.0) >= cfg.node_support)}
+    if cfg.ordered_support < cfg.node_support:
+        # a rarer step with a fixed place in the order of the kept ones (a question asked only when the
+        # user had not said it already, an outcome of one call) is the procedure's, not an aside — unless
+        # another task performs it more often (``contested``: the user's other request leaking in)
+        first = [_first_positions([o.name for o in tr]) for tr in trs]
+
+        def fixed_place(n: str) -> bool:
+            pairs = 0
+            for m in kept:
+                ab = sum(1 for p in first if n in p and m in p and p[n] < p[m])
+                ba = sum(1 for p in first if n in p and m in p and p[m] < p[n])
+                if ab + ba >= cfg.fixed_min:
+                    pairs += 1
+                    if max(ab, ba) < cfg.ordered_share * (ab + ba):
+                        return False
+            return pairs > 0
+        kept |= {n for n, c in support.items() if n not in kept and c >= cfg.ordered_support * n_conv
+                 and n not in contested and fixed_place(n)}
     if cfg.closing < 1.0:
-        # a closing: a step common to the desk that ends most conversations it appears in (the farewell) —
-        # conversation management, not the task's procedure
-        ends = Counter(tr[-1].name for tr in trs if tr)
-        kept = {n for n in kept if not ((common or {}).get(n) and ends[n] >= cfg.closing * support[n])}
+        # a closing: a step that ends nearly every conversation it appears in (the farewell, whether the desk
+        # shares it or the task has its own) — conversation management, not the task's procedure.  Judged
+        # only on ``closing_min`` conversations: in a handful, every last step would look like a farewell.
+        ends = Counter(tr[-1].name for tr in whole if tr)
+        pred: dict[str, Counter] = defaultdict(Counter)  # the step each run of a step follows
+        for tr in whole:
+            for x, y in zip(tr, tr[1:]):
+                pred[y.name][x.name] += 1
+
+        def closes(n: str) -> bool:
+            # a farewell the desk shares is one; a task's own closes whatever came before it — a step that
+            # mostly follows the same one (the result of a call) is the procedure's own last step even
+            # when it ends the conversation
+            return (support[n] >= cfg.closing_min and ends[n] >= cfg.closing * support[n]
+                    and (bool((common or {}).get(n))
+                         or max(pred[n].values(), default=0) <= cfg.closing_pred * sum(pred[n].values())))
+        kept = {n for n in kept if not closes(n)}
     # project the traces onto the kept nodes (merging repeats again)
     proj: list[list[StepOcc]] = []
     for tr in trs:
@@ -549,12 +591,13 @@ def build_workflow(name: str, transcripts: list[Transcript], config: MiningConfi
                    binding_for: Callable[[str], Binding | None] | None = None,
                    exclude: set[str] = frozenset(), polarity: Callable[[str], bool | None] | None = None,
                    common: dict[str, float] | None = None,
-                   outputs: Callable[[str], set[str] | None] | None = None) -> tuple[Workflow, MinedGraph]:
+                   outputs: Callable[[str], set[str] | None] | None = None,
+                   contested: set[str] = frozenset()) -> tuple[Workflow, MinedGraph]:
     cfg = config or MiningConfig()
     trs = traces(transcripts)
     if not trs:
         raise ValueError(f"task {name!r}: no conversation performs any agent step (no action or api)")
-    graph = mine_graph(trs, cfg, exclude, polarity, common, outputs)
+    graph = mine_graph(trs, cfg, exclude, polarity, common, outputs, contested)
     trs = [[o for o in tr if step_key(o) not in exclude] for tr in trs]
     occs: dict[str, list[StepOcc]] = defaultdict(list)
     for tr in trs:
