@@ -184,7 +184,7 @@ def _intent_model(turns: list[TurnRows], vocab: list[str], min_tasks: int):
 # An override of the procedure must be where logged agents almost never did the procedure's step: at most
 # this share of the overrides at or above the gate's margin had the rules' proposal as the logged action
 # (cross-fitted train).  The procedure is what completes a user's goal; a step agents do is kept.
-GATE_RULES_RIGHT = 0.05
+GATE_RULES_RIGHT = 0.02
 
 
 def _answer_tokens(turns: list[TurnRows]) -> dict[str, dict[str, list[str]]]:
