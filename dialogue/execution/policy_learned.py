@@ -113,9 +113,10 @@ class Gate(BaseModel):
     model's token features, at least the lowest a training task reaches when left out of the vocabulary),
     and only by a score margin above which, on cross-fitted training turns, the procedure's step was
     almost never what the logged agent did (``rules_right``).  A gated ranker also leaves two steps to the
-    procedure (``_leaves_collection``): no call while the rules collect a value it takes, no question the
-    workflow already asked.  Measured: whole sessions with simulated users no longer drop with it (the
-    ungated ranker's early calls and re-ordered questions lost FlowBench and STAR goals)."""
+    procedure (``_leaves_collection``): while the rules collect values nothing but another way of asking
+    for one of them, no question the workflow already asked.  Why: whole sessions with simulated users
+    dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
+    goals) and do not with the gate (README, "Next action on STAR")."""
 
     min_familiarity: float = Field(ge=0, le=1, description="abstain on a workflow less familiar than this")
     min_margin: float = Field(description="score(best) - score(rules' proposal) needed to override")
@@ -615,13 +616,17 @@ class LearnedPolicy:
 
 def _leaves_collection(c: Candidate, wf: Workflow, interp: Interpreter, executed: list[str],
                        collecting: set[str]) -> bool:
-    """Two steps a gated ranker leaves to the procedure (``Gate``), where logged agents' habits cost a
-    user's goal: a call while the rules collect a value it takes (the call would run without it), and a
-    question this workflow already asked (asked again out of the procedure's order, it loops)."""
+    """Steps a gated ranker leaves to the procedure (``Gate``), where logged agents' habits cost a user's
+    goal: while the rules collect values, anything but another way of asking for one of them (a call
+    would run without them, another reply leaves the collection), and a question this workflow already
+    asked (asked again out of the procedure's order, it loops)."""
     if c.kind == "api":
         api = wf.api(c.name)
         return bool(api is not None and collecting & set(api.param_names))
-    return c.kind == "answer" and bool(view_of(wf, interp).targets.get(c.name)) and c.name in executed
+    targets = set(view_of(wf, interp).targets.get(c.name) or ()) if c.kind == "answer" else set(c.missing)
+    if collecting and not targets & collecting:
+        return True  # the rules are collecting values: only another way of asking for one of them
+    return c.kind == "answer" and bool(targets) and c.name in executed
 
 
 def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:
