@@ -9,7 +9,8 @@ gold action is not among the candidates â€” a label the task's flowchart lacks â
 left out of the fit).  Token features (words of node names) are kept when they occur in at least
 ``MIN_TASKS`` training tasks, so nothing specific to one task enters the model.
 
-Model: LightGBM ``lambdarank`` (one query group per turn).  ``extract`` runs once; ``fit`` is cheap and
+Model: LightGBM ``lambdarank`` (one query group per turn), and its ``Gate`` (when the ranker may override
+the rules) from the scores of a 2-fold cross-fit of the same ranker (``calibrate``).  ``extract`` runs once; ``fit`` is cheap and
 is called again on subsets for the leave-one-task-out models and the learning curve of the evaluation.
 """
 

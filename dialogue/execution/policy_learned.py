@@ -22,7 +22,8 @@ node's own template.  The model is a LightGBM ranker (``evals/train_executor.py`
 
 Guarantees: the ranker only orders candidates.  Its choice skips proposals the post-controller already
 rejected this turn and those the controllers' proposal checks (``PROPOSAL_CHECKS``) turn down, and the
-graph's ``post_controller`` still checks every proposal before a tool or the user sees it.  The default
+graph's ``post_controller`` still checks every proposal before a tool or the user sees it.  The model's
+``Gate`` (calibrated on train) says when its choice may replace the rules' at all.  The default
 (``Context.executor_policy = "auto"``) uses the bundled model when its file is present;
 ``interpreter`` lets the interpreter decide alone.
 
