@@ -10,8 +10,8 @@ left out of the fit).  Token features (words of node names) are kept when they o
 ``MIN_TASKS`` training tasks, so nothing specific to one task enters the model.
 
 Model: LightGBM ``lambdarank`` (one query group per turn), and its ``Gate`` (when the ranker may override
-the rules) from the scores of a 2-fold cross-fit of the same ranker (``calibrate``).  ``extract`` runs once; ``fit`` is cheap and
-is called again on subsets for the leave-one-task-out models and the learning curve of the evaluation.
+the rules) from the scores of a 2-fold cross-fit of the same ranker (``calibrate``).  ``extract`` runs
+once; ``fit`` is called again on subsets for the leave-one-task-out models and the learning curve.
 """
 
 from __future__ import annotations
@@ -245,8 +245,8 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
         folds: int = 2, gate: bool = True):
     """A ``LearnedPolicy`` trained on ``turns`` (those with a gold candidate).  The intent model's
     probabilities the ranker learns from are cross-fitted (each fold's from a model that did not see its
-    dialogues), so the ranker trusts them as much as they deserve on new dialogues.  With ``gate`` the ranker is also
-    cross-fitted the same way and its held-out scores calibrate the ``Gate`` (``calibrate``)."""
+    dialogues), so the ranker trusts them as much as they deserve on new dialogues.  With ``gate`` the
+    ranker is also cross-fitted the same way and its held-out scores calibrate the ``Gate`` (``calibrate``)."""
     import lightgbm as lgb
     import numpy as np
 

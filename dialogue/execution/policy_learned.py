@@ -597,7 +597,9 @@ class LearnedPolicy:
         gate = self.model.gate
         margin = gate.min_margin if gate else -math.inf
         base = next((s for c, s in ranked if c.is_rules), math.inf)
-        collecting = set(asked_slots(rules, view_of(wf, interp), _values(frame))) if gate else set()
+        # the values the rules are collecting (none to keep when their proposal was rejected)
+        collecting = set(asked_slots(rules, view_of(wf, interp), _values(frame))) \
+            if gate and not rules_rejected else set()
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
                 return rules, vetoed  # not sure enough to leave the procedure (``Gate``)
