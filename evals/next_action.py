@@ -73,6 +73,9 @@ def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None
                 t["learned_cost"] = t["cost"] + time.perf_counter() - t0
                 t["learned"], t["learned_slots"] = label_of(chosen), query_slots(chosen)
                 t["vetoed"] = vetoed
+                if policy.model.gate is not None:  # the ranker's own ranking, without its Gate
+                    chosen, _ = policy.ungated().choice(s.wf, s.interp, s.frame, s.reading, s.messages, proposal, [])
+                    t["ungated"] = label_of(chosen)
             if unseen is not None and s.task in ZERO_SHOT_TASKS:
                 chosen, _ = unseen.choice(s.wf, s.interp, s.frame, s.reading, s.messages, proposal, [])
                 t["unseen"], t["unseen_slots"] = label_of(chosen), query_slots(chosen)
@@ -195,6 +198,9 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
             out["learned_query_slots_exact"] = slots_exact(sel, "learned")
             # better-ranked learned choices the controllers' proposal checks turned down
             out["learned_vetoed_share"] = (sum(t["vetoed"] > 0 for t in sel) / len(sel)) if sel else float("nan")
+            if sel and "ungated" in sel[0]:
+                out["learned_ungated"] = prf([t["gold"] for t in sel], [t["ungated"] for t in sel])
+                out["learned_override_share"] = sum(t["learned"] != t["pred"] for t in sel) / len(sel)
         if text:
             out["text"] = prf([t["gold"] for t in sel], [t["text"] for t in sel])
         tried = [t for t in sel if "unseen" in t]
@@ -231,7 +237,7 @@ def summary_of(metrics: dict[str, Any]) -> dict[str, float]:
             "zero_shot_weighted_f1": metrics["zero_shot"]["offline"]["weighted_f1"], "turns": metrics["turns"],
             # the other policies beside the interpreter, when they were evaluated
             **{f"{k}_{part}weighted_f1": metrics[p][k]["weighted_f1"]
-               for k in ("learned", "text") if k in o
+               for k in ("learned", "learned_ungated", "text") if k in o
                for part, p in (("", "overall"), ("seen_", "seen"), ("zero_shot_", "zero_shot"))},
             **({"learned_unseen_zero_shot_weighted_f1": metrics["zero_shot"]["learned_unseen"]["weighted_f1"]}
                if "learned_unseen" in metrics["zero_shot"] else {}),
@@ -251,7 +257,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         + ", ".join(metrics["zero_shot_tasks"]) + ".")
     rows = []
     for part in ("overall", "seen", "zero_shot"):
-        for policy in ("offline", "learned", "learned_unseen", "text", "baseline"):
+        for policy in ("offline", "learned", "learned_ungated", "learned_unseen", "text", "baseline"):
             if policy not in metrics[part] or policy == "learned_unseen" and part != "zero_shot":
                 continue
             m = metrics[part][policy]
@@ -264,6 +270,9 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
                  f"{o['learned_vetoed_share']:.3f}; query slots exact {o['learned_query_slots_exact']:.3f}; "
                  f"ms per turn {metrics['ms_per_turn']} (interpreter vs interpreter + ranker). `text`: the plain "
                  "text classifier (evals/text_baseline.py, fitted on the train split), when evaluated. "
+                 "`learned_ungated`: the same ranker without its gate (the best-ranked allowed action always "
+                 "wins; the default before the gate); the gated default changes the interpreter's label in "
+                 f"{o.get('learned_override_share', float('nan')):.3f} of the turns. "
                  "`learned_unseen`: a model trained without the zero-shot tasks "
                  f"({metrics.get('unseen_policy') or 'not evaluated'}), scored on them only.")
     nan = float("nan")

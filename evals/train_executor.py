@@ -9,12 +9,14 @@ gold action is not among the candidates â€” a label the task's flowchart lacks â
 left out of the fit).  Token features (words of node names) are kept when they occur in at least
 ``MIN_TASKS`` training tasks, so nothing specific to one task enters the model.
 
-Model: LightGBM ``lambdarank`` (one query group per turn).  ``extract`` runs once; ``fit`` is cheap and
-is called again on subsets for the leave-one-task-out models and the learning curve of the evaluation.
+Model: LightGBM ``lambdarank`` (one query group per turn), and its ``Gate`` (when the ranker may override
+the rules) from the scores of a 2-fold cross-fit of the same ranker (``calibrate``).  ``extract`` runs
+once; ``fit`` is called again on subsets for the leave-one-task-out models and the learning curve.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections import defaultdict
@@ -180,15 +182,71 @@ def _intent_model(turns: list[TurnRows], vocab: list[str], min_tasks: int):
     return inputs, targets, IntentModel
 
 
+# An override of the procedure must be where logged agents almost never did the procedure's step: at most
+# this share of the overrides at or above the gate's margin had the rules' proposal as the logged action
+# (cross-fitted train).  The procedure is what completes a user's goal; a step agents do is kept.
+GATE_RULES_RIGHT = 0.02
+
+
+def _answer_tokens(turns: list[TurnRows]) -> dict[str, dict[str, list[str]]]:
+    """Per task, its ANSWER candidates' shared name words (``_View.tokens``, read back from the features)."""
+    out: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for t in turns:
+        for ts in t.tf.toks:
+            gen = next((x[4:] for x in ts if x.startswith("gen=")), None)
+            if gen is not None:
+                out[t.task][gen] = [x[4:] for x in ts if x.startswith("tok=")]
+    return out
+
+
+def calibrate(turns: list[TurnRows], scores: list, min_tasks: int, rules_right: float = GATE_RULES_RIGHT):
+    """The ``Gate`` from training turns and their cross-fitted scores (each from a ranker that did not see
+    the turn's dialogue).  Familiarity: every training task, with the vocabulary rebuilt from the other
+    tasks (as a new task meets it), must pass.  Margin: the smallest score margin over the rules' proposal
+    such that, of the overrides at or above it, the rules' proposal was the logged action at most
+    ``rules_right`` of the time."""
+    import numpy as np
+
+    from dialogue.execution.policy_learned import Gate, familiarity
+
+    tokens = _answer_tokens(turns)
+    fam = []
+    for task, answers in tokens.items():
+        others = [t for t in turns if t.task != task]
+        fam.append(familiarity(answers, vocabulary(others, min_tasks)) if others else 1.0)
+    rows = []  # (margin, the override is the logged action, the rules' proposal is)
+    for t, s in zip(turns, scores):
+        best = int(np.argmax(s))
+        if best != 0:  # candidate 0 is the rules' proposal
+            rows.append((float(s[best] - s[0]), best == t.gold, t.gold == 0))
+    min_margin, prec, kept_rules = math.inf, 0.0, 0.0
+    if rows:
+        rows.sort(reverse=True)
+        n = np.arange(1, len(rows) + 1)
+        top = np.cumsum([r[1] for r in rows]) / n
+        rul = np.cumsum([r[2] for r in rows]) / n
+        m = np.asarray([r[0] for r in rows])
+        ends = np.append(m[1:] < m[:-1], True)  # a cut between equal margins cannot be made
+        ok = np.nonzero((rul <= rules_right) & ends)[0]
+        if len(ok):  # the largest set of the most confident overrides that meets the bound
+            k = int(ok.max())
+            min_margin, prec, kept_rules = rows[k][0], float(top[k]), float(rul[k])
+    return Gate(min_familiarity=round(min(fam, default=0.0), 4),
+                min_margin=round(min_margin, 6) if min_margin < math.inf else 1e9,
+                precision=round(prec, 4), rules_right=round(kept_rules, 4),
+                overrides=round(sum(r[0] >= min_margin for r in rows) / max(len(turns), 1), 4))
+
+
 def _round(a) -> list:
     return [round(float(x), 4) for x in a]
 
 
 def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, min_tasks: int = MIN_TASKS,
-        folds: int = 2):
+        folds: int = 2, gate: bool = True):
     """A ``LearnedPolicy`` trained on ``turns`` (those with a gold candidate).  The intent model's
     probabilities the ranker learns from are cross-fitted (each fold's from a model that did not see its
-    dialogues), so the ranker trusts them as much as they deserve on new dialogues."""
+    dialogues), so the ranker trusts them as much as they deserve on new dialogues.  With ``gate`` the
+    ranker is also cross-fitted the same way and its held-out scores calibrate the ``Gate`` (``calibrate``)."""
     import lightgbm as lgb
     import numpy as np
 
@@ -218,20 +276,41 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
                              coef=[_round(row[keep]) for row in coef], bias=_round(bias))
     X = np.vstack([vectorize(t.tf, names, p) for t, p in zip(used, probs)])
     y = np.zeros(len(X), dtype=np.float32)
-    pos, groups = 0, []
+    pos, groups, starts = 0, [], []
     for t in used:
         y[pos + t.gold] = 1.0
+        starts.append(pos)
         pos += len(t.tf.rows)
         groups.append(len(t.tf.rows))
-    ds = lgb.Dataset(X, y, group=groups, feature_name=[f"f{i}" for i in range(len(names))], free_raw_data=True)
-    booster = lgb.train(dict(PARAMS), ds, num_boost_round=rounds)
+
+    def train(turn_ids):
+        rows = np.concatenate([np.arange(starts[i], starts[i] + groups[i]) for i in turn_ids])
+        ds = lgb.Dataset(X[rows], y[rows], group=[groups[i] for i in turn_ids],
+                         feature_name=[f"f{i}" for i in range(len(names))], free_raw_data=True)
+        return lgb.train(dict(PARAMS), ds, num_boost_round=rounds)
+
+    booster = train(range(len(used)))
+    the_gate = None
+    if gate:  # the ranker's scores on dialogues it did not see (cross-fitted), for the Gate
+        scores: list = [None] * len(used)
+        fold_of = {d: i % folds for i, d in enumerate(sorted({t.dialogue for t in used}))}
+        for k in range(folds):
+            held = [i for i, t in enumerate(used) if fold_of[t.dialogue] == k]
+            rest = [i for i, t in enumerate(used) if fold_of[t.dialogue] != k]
+            if not held or not rest:
+                continue
+            part = train(rest)
+            for i in held:
+                scores[i] = part.predict(X[starts[i]:starts[i] + groups[i]], num_threads=1)
+        kept = [(t, sc) for t, sc in zip(used, scores) if sc is not None]
+        the_gate = calibrate([t for t, _ in kept], [sc for _, sc in kept], min_tasks)
     meta = dict(info or {})
     meta.update({"turns": len(used), "tasks": sorted({t.task for t in used}),
                  "dialogues": len({t.dialogue for t in used}), "rounds": rounds, "min_tasks": min_tasks,
                  "intent_inputs": len(intent.inputs) if intent else 0,
                  "intent_targets": len(intent.targets) if intent else 0})
     return LearnedPolicy(PolicyFile(format=FORMAT_VERSION, features=names, booster=booster.model_to_string(),
-                                    intent=intent, trained_on=meta), source="(trained in memory)")
+                                    intent=intent, trained_on=meta, gate=the_gate), source="(trained in memory)")
 
 
 def star_library_dir(data: Path) -> Path:

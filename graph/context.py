@@ -83,12 +83,13 @@ class Context:
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
-    # interpreter by default: the learned ranker (trained on STAR) predicts STAR's next action better, but in
-    # whole sessions on libraries it never saw it lowers success (FlowBench 0.603 -> 0.341, STAR 0.429 -> 0.390).
-    executor_policy: str = field(default="interpreter", metadata={"kind": "executor_policy", "description": (
-        "Offline executor policy: interpreter (default: the PDL interpreter alone) | auto (the bundled learned "
-        "ranker dialogue/execution/models/executor_policy.json when the file is present, else the "
-        "interpreter) | learned:PATH (a ranker from `flowdesk train executor`; "
+    # auto by default: the bundled ranker overrides the procedure only where its Gate (calibrated on train)
+    # allows: on workflows whose node names it knows and by a margin at which the procedure's step was
+    # almost never the logged agent's; elsewhere the interpreter decides (sessions do not drop with it).
+    executor_policy: str = field(default="auto", metadata={"kind": "executor_policy", "description": (
+        "Offline executor policy: auto (default: the bundled learned ranker "
+        "dialogue/execution/models/executor_policy.json when the file is present, else the interpreter) | "
+        "interpreter (the PDL interpreter alone) | learned:PATH (a ranker from `flowdesk train executor`; "
         "`learned:` alone = the bundled model). The ranker only re-orders the actions the workflow allows "
         "now and calls no tool the procedure does not put there; the controllers check its choice.")})
     inducer_model: str = field(default="offline", metadata={"description": "Workflow inducer: offline | provider:model."})

@@ -65,14 +65,17 @@ def test_policy_specs_and_bad_model_files(tmp_path):
         LearnedPolicy.load(broken)
 
 
-def test_the_bundled_model_is_opt_in_and_is_small_and_textless():
-    assert Context().executor_policy == "interpreter"  # see graph/context.py: sessions on unseen libraries
+def test_the_bundled_model_is_the_gated_default_and_is_small_and_textless():
+    assert Context().executor_policy == "auto"  # the bundled model where its file is present
     assert load_policy("interpreter") is None
     assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2 * 1024 * 1024
     for spec in ("auto", "learned:"):
         policy = load_policy(spec)
         assert isinstance(policy, LearnedPolicy)
     assert policy.features[:len(BASE_FEATURES) + len(INTENT_FEATURES)] == BASE_FEATURES + INTENT_FEATURES
+    # the default overrides the procedure only where its calibrated gate allows (sessions stay as good)
+    gate = policy.model.gate
+    assert gate is not None and gate.min_margin > 0 and 0 < gate.min_familiarity <= 1 and gate.rules_right <= 0.02
     # provenance is counts and names of tasks, never dialogue text
     assert set(policy.model.trained_on) >= {"dataset", "split", "turns", "dialogues", "tasks"}
     assert all(isinstance(v, (int, str, list)) for v in policy.model.trained_on.values())
@@ -174,8 +177,59 @@ def adversarial_model(tmp_path_factory, demo):
         if bad is not None:
             turns.append(TurnRows(f"task{i % 3}", i, tf, bad, "query", [candidate_label(c) for c in cands]))
     assert len(turns) >= 16
-    policy = fit(turns, rounds=30, min_tasks=1, info={"dataset": "adversarial"})
+    # no Gate: the tests below are about the controllers, which must stop whatever the ranker prefers
+    policy = fit(turns, rounds=30, min_tasks=1, info={"dataset": "adversarial"}, gate=False)
     return policy.save(tmp_path_factory.mktemp("adv") / "adversarial.json")
+
+
+def test_the_gate_keeps_the_procedure_on_unfamiliar_workflows_and_small_margins(demo, adversarial_model):
+    """The ranker replaces the rules' proposal only on a workflow whose node names it knows and by a margin
+    calibrated on train (``Gate``); otherwise the procedure's step stands."""
+    from dialogue.execution.policy_learned import Gate
+
+    wf = demo.workflows["book_table"]
+    base = LearnedPolicy.load(adversarial_model)
+    interp, fr, reading, messages, rules = _state(wf, "A table at Casa Fiorella for 2 please")
+    # ungated, it prefers the call without date and time (the controllers' pre-check then vetoes it)
+    assert base.choice(wf, interp, fr, reading, messages, rules, [])[1] >= 1
+
+    def gated(**kw):
+        gate = Gate(**{"min_familiarity": 0.0, "min_margin": -1e9, "precision": 0.5, "rules_right": 0.05,
+                       "overrides": 0.3, **kw})
+        return LearnedPolicy(base.model.model_copy(update={"gate": gate}), "gated")
+
+    # gated, a call while the rules collect a value it takes (date, time) is not even tried
+    proposal, vetoed = gated().choice(wf, interp, fr, reading, messages, rules, [])
+    assert vetoed == 0 and proposal.get("kind") != "tool"
+    assert gated(min_familiarity=1.0).familiar(wf, interp) is False  # no tok= word of book_table is known
+    # gated, the rules' step stands before any learned choice is even tried
+    assert gated(min_familiarity=1.0).choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0)
+    assert gated(min_margin=1e9).choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0)
+    # a rejected rules' proposal is never the answer: the ranker's next choice is taken, whatever the margin
+    assert not same(gated(min_margin=1e9).choose(wf, interp, fr, reading, messages, rules, [rules]), rules)
+
+
+def test_the_gate_is_calibrated_on_held_out_scores():
+    """Margin: the smallest one above which the rules' step was the logged action at most 2% of the time;
+    familiarity: the lowest a training task reaches with the vocabulary of the other tasks."""
+    from types import SimpleNamespace
+
+    from evals.train_executor import TurnRows, calibrate
+
+    def turn(task, gold, toks):
+        tf = SimpleNamespace(toks=[["tok=__request__"], *([f"tok={w}" for w in ws] + [f"gen={n}"] for n, ws in toks)],
+                             rows=[[0.0]] * (1 + len(toks)), intent=[])
+        return TurnRows(task, 0, tf, gold)
+
+    names = [("ask_x", ["ask"]), ("inform_y", ["inform"])]
+    turns = [turn(t, g, names) for t in ("a", "b", "c") for g in (0, 1, 2)] * 10
+    # margins 3 (the override right), 2 (right), 1 (the rules' step was the logged one)
+    scores = [[0.0, 3.0, 0.0] if t.gold == 1 else [0.0, 0.0, 2.0] if t.gold == 2 else [0.0, 1.0, 0.0]
+              for t in turns]
+    gate = calibrate(turns, scores, min_tasks=2)
+    assert gate.min_margin == 2.0 and gate.rules_right == 0.0 and gate.precision == 1.0
+    assert gate.min_familiarity == 1.0  # ask and inform name answers of the two other tasks
+    assert calibrate(turns, scores, min_tasks=3).min_familiarity == 0.0
 
 
 def test_the_controllers_precheck_vetoes_an_invalid_learned_choice(demo, adversarial_model):

@@ -22,7 +22,8 @@ node's own template.  The model is a LightGBM ranker (``evals/train_executor.py`
 
 Guarantees: the ranker only orders candidates.  Its choice skips proposals the post-controller already
 rejected this turn and those the controllers' proposal checks (``PROPOSAL_CHECKS``) turn down, and the
-graph's ``post_controller`` still checks every proposal before a tool or the user sees it.  The default
+graph's ``post_controller`` still checks every proposal before a tool or the user sees it.  The model's
+``Gate`` (calibrated on train) says when its choice may replace the rules' at all.  The default
 (``Context.executor_policy = "auto"``) uses the bundled model when its file is present;
 ``interpreter`` lets the interpreter decide alone.
 
@@ -104,6 +105,27 @@ class IntentModel(BaseModel):
         return dict(zip(self.targets, (1.0 / (1.0 + np.exp(-z))).tolist()))
 
 
+class Gate(BaseModel):
+    """When the ranker's choice replaces the rules' proposal, calibrated on the training logs by
+    ``flowdesk train executor`` (``evals/train_executor.py``: ``calibrate``).  The ranker predicts what a
+    logged agent did next; the rules follow the procedure, which is what completes a user's goal on a
+    library the ranker never saw.  So it overrides them only where it has earned it: on a workflow whose
+    node names it knows (``familiarity``: the share of the workflow's ANSWER nodes with a name word among the
+    model's token features, at least the lowest a training task reaches when left out of the vocabulary),
+    and only by a score margin above which, on cross-fitted training turns, the procedure's step was
+    almost never what the logged agent did (``rules_right``).  A gated ranker also leaves two steps to the
+    procedure (``_leaves_collection``): while the rules collect values nothing but another way of asking
+    for one of them, no question the workflow already asked.  Why: whole sessions with simulated users
+    dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
+    goals) and do not with the gate (README, "Next action on STAR")."""
+
+    min_familiarity: float = Field(ge=0, le=1, description="abstain on a workflow less familiar than this")
+    min_margin: float = Field(description="score(best) - score(rules' proposal) needed to override")
+    precision: float = Field(ge=0, le=1, description="cross-fitted train: share of kept overrides that were right")
+    rules_right: float = Field(ge=0, le=1, description="cross-fitted train: share where the rules' step was")
+    overrides: float = Field(ge=0, le=1, description="cross-fitted train: share of turns overridden")
+
+
 class PolicyFile(BaseModel):
     """The model file written by ``flowdesk train executor``."""
 
@@ -112,6 +134,7 @@ class PolicyFile(BaseModel):
     booster: str = Field(min_length=1, description="LightGBM model (Booster.model_to_string)")
     intent: IntentModel | None = Field(default=None, description="the message -> next action words model")
     trained_on: dict[str, Any] = Field(default_factory=dict, description="provenance: dataset, split, counts")
+    gate: Gate | None = Field(default=None, description="when to override the rules (None: the best-ranked wins)")
 
 
 class PolicyError(ValueError):
@@ -468,6 +491,15 @@ def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None
     return X
 
 
+def familiarity(answer_tokens: dict[str, list[str]], features: set[str] | list[str]) -> float:
+    """The share of a workflow's ANSWER nodes (name -> shared name words, ``_View.tokens``) with a word
+    among the model's token features: how much of the workflow the ranker has seen names like."""
+    known = set(features)
+    if not answer_tokens:
+        return 0.0
+    return sum(any("tok=" + w in known for w in ws) for ws in answer_tokens.values()) / len(answer_tokens)
+
+
 # --- the policy ----------------------------------------------------------------------------------------
 
 class LearnedPolicy:
@@ -483,6 +515,8 @@ class LearnedPolicy:
                               "with `flowdesk train executor`")
         self.model, self.source, self.features = model, source, model.features
         self.booster = lgb.Booster(model_str=model.booster)
+        self._known = set(model.features)
+        self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
 
     @classmethod
     def load(cls, path: str | Path) -> "LearnedPolicy":
@@ -508,12 +542,34 @@ class LearnedPolicy:
         probs = self.model.intent.probabilities(tf.intent) if self.model.intent else None
         return self.booster.predict(vectorize(tf, self.features, probs), num_threads=1)
 
+    def ungated(self) -> "LearnedPolicy":
+        """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""
+        if self.model.gate is None:
+            return self
+        if "_ungated" not in self.__dict__:
+            self._ungated = LearnedPolicy(self.model.model_copy(update={"gate": None}), self.source + " (ungated)")
+        return self._ungated
+
+    def familiar(self, wf: Workflow, interp: Interpreter) -> bool:
+        """Whether the gate lets the ranker choose on ``wf`` at all (see ``Gate``)."""
+        if self.model.gate is None:
+            return True
+        key = (wf.name, wf.procedure)
+        if key not in self._familiar:
+            self._familiar[key] = familiarity(view_of(wf, interp).tokens, self._known)
+        return self._familiar[key] >= self.model.gate.min_familiarity
+
+    def scored(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
+               messages: list[BaseMessage], rules: dict) -> list[tuple[Candidate, float]]:
+        """The candidates with their scores, best first (the rules' proposal is ``is_rules``)."""
+        cands, nxt = candidates(wf, interp, frame, reading, rules, messages)
+        s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
+        return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
+
     def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
              messages: list[BaseMessage], rules: dict) -> list[Candidate]:
         """The candidates, best first."""
-        cands, nxt = candidates(wf, interp, frame, reading, rules, messages)
-        s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
-        return [cands[i] for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
+        return [c for c, _ in self.scored(wf, interp, frame, reading, messages, rules)]
 
     def choose(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
                messages: list[BaseMessage], rules: dict, rejected: list[dict], prerequisites=()) -> dict:
@@ -532,9 +588,23 @@ class LearnedPolicy:
         such a prerequisite's result provides.  Pure: the policy is shared."""
         if rules.get("kind") == "tool" and not any(same(rules, r) for r in rejected):
             return rules, 0  # the workflow's call with what the user gave: run it (see ``candidates``)
+        rules_rejected = any(same(rules, r) for r in rejected)
+        if not rules_rejected and not self.familiar(wf, interp):
+            return rules, 0  # a workflow unlike the training ones: the procedure decides (``Gate``)
         vetoed = 0
         executed = frame.get("executed") or []
-        for c in self.rank(wf, interp, frame, reading, messages, rules):
+        ranked = self.scored(wf, interp, frame, reading, messages, rules)
+        gate = self.model.gate
+        margin = gate.min_margin if gate else -math.inf
+        base = next((s for c, s in ranked if c.is_rules), math.inf)
+        # the values the rules are collecting (none to keep when their proposal was rejected)
+        collecting = set(asked_slots(rules, view_of(wf, interp), _values(frame))) \
+            if gate and not rules_rejected else set()
+        for c, score in ranked:
+            if not c.is_rules and score - base < margin and not rules_rejected:
+                return rules, vetoed  # not sure enough to leave the procedure (``Gate``)
+            if not c.is_rules and gate and _leaves_collection(c, wf, interp, executed, collecting):
+                continue
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
@@ -545,6 +615,21 @@ class LearnedPolicy:
                 return p, vetoed
             vetoed += 1
         return rules, vetoed
+
+
+def _leaves_collection(c: Candidate, wf: Workflow, interp: Interpreter, executed: list[str],
+                       collecting: set[str]) -> bool:
+    """Steps a gated ranker leaves to the procedure (``Gate``), where logged agents' habits cost a user's
+    goal: while the rules collect values, anything but another way of asking for one of them (a call
+    would run without them, another reply leaves the collection), and a question this workflow already
+    asked (asked again out of the procedure's order, it loops)."""
+    if c.kind == "api":
+        api = wf.api(c.name)
+        return bool(api is not None and collecting & set(api.param_names))
+    targets = set(view_of(wf, interp).targets.get(c.name) or ()) if c.kind == "answer" else set(c.missing)
+    if collecting and not targets & collecting:
+        return True  # the rules are collecting values: only another way of asking for one of them
+    return c.kind == "answer" and bool(targets) and c.name in executed
 
 
 def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:
