@@ -285,6 +285,126 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
     return metrics
 
 
+# --- the reviser: fitted on the agent's own mistakes (closed-loop traces of the training splits) ---------
+
+REVISER_THRESHOLDS = (0.2, 0.3, 0.4, 0.5, 0.6)
+
+
+def reviser_rows_closed_loop(dialogues, context, progress=None, groups: list | None = None
+                             ) -> tuple[list[list[float]], list[int]]:
+    """(X, y) over the STAY turns of a closed-loop replay without revision: for each alternative to the
+    agent's own active pick (``belief.reviser_rows``, read exactly as the detector reads the turn),
+    label "it is the gold" (0 for every alternative when the pick is right)."""
+    from langchain_core.messages import HumanMessage
+
+    from dialogue.frames import top
+    from dialogue.understanding.belief import REVISER_FEATURES, reverify, reviser_rows
+    from dialogue.understanding.features import split_history
+    from dialogue.understanding.ranker import evidence, load_ranker
+    from graph.resources import get_resources
+    from graph.state import decision, turn_commands
+    from nodes.detector import retriever_scorer
+
+    from .switch_loop import UnderstandingLoop, merge
+
+    loop = UnderstandingLoop(context)
+    res = get_resources(context)
+    ranker = load_ranker(context.switch_model)
+    scorer = retriever_scorer(res.retriever)
+    X: list[list[float]] = []
+    y: list[int] = []
+    for dlg in dialogues:
+        state: dict = {"messages": []}
+        for turn in dlg.turns:
+            if turn.speaker != "user":
+                state = loop.agent_turn(state, turn.text)
+                continue
+            stack = state.get("stack") or []
+            frame = top(stack)
+            rows = []
+            if turn.scored and turn.gold and frame and frame.get("status") == "active" and frame.get("belief"):
+                msgs = merge(state, {"messages": [HumanMessage(turn.text)]}, loop.reducers)["messages"]
+                text, agent, _ = split_history(msgs)
+                seen = [f["workflow"] for f in stack]
+                ev = evidence(text, agent, scorer(text))
+                belief, _ = reverify(ranker, ev, res.library, frame["workflow"], seen, dict(frame["belief"]))
+                rows = reviser_rows(ranker, frame, msgs, res.library, scorer, seen, belief)
+            state = loop.user_turn(state, turn.text)
+            kinds = {c.get("command") for c in turn_commands(state)}
+            if rows and decision(turn_commands(state)) == "STAY" and not kinds & {
+                    "resume_flow", "cancel_flow", "human_handoff", "close", "chitchat", "not_understood"}:
+                for n, f in rows:
+                    X.append([f[k] for k in REVISER_FEATURES])
+                    y.append(int(n == turn.gold))
+                    if groups is not None:
+                        groups.append((dlg.id, len(state.get("messages") or []), turn.gold, frame["workflow"]))
+        if progress:
+            progress()
+    return X, y
+
+
+def fit_reviser(X, y) -> dict[str, Any]:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from dialogue.understanding.belief import REVISER_FEATURES
+
+    model = LogisticRegression(C=1.0, max_iter=3000).fit(np.asarray(X, dtype=float), np.asarray(y))
+    return {"weights": {k: round(float(w), 5) for k, w in zip(REVISER_FEATURES, model.coef_[0])},
+            "bias": round(float(model.intercept_[0]), 5), "rows": len(y), "positives": int(sum(y))}
+
+
+def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
+                  cache: Path) -> dict[str, Any]:
+    """Fit the reviser on closed-loop traces of SGD/STAR train (the agent as configured in ``model_path``,
+    revision off), then choose its threshold closed loop on other train samples; written into the model."""
+    from .switch_loop import loop_metrics, run_loop
+
+    data_model = json.loads(model_path.read_text(encoding="utf-8"))
+    data_model.pop("reviser", None)
+    tmp = Path(cache) / "switch-model-candidates"
+    tmp.mkdir(parents=True, exist_ok=True)
+    base = tmp / "reviser-base.json"
+    base.write_text(json.dumps(data_model), encoding="utf-8")
+    X: list = []
+    y: list = []
+    loaded = {}
+    for name, split in SOURCES:
+        dialogues, lib_dir = load_switch_dataset(name, data, split, None, cache, False, rows_every[name])
+        # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
+        full, _ = load_switch_dataset(name, data, split, None, cache, False, 1)
+        loaded[name] = (lib_dir, full[1::loop_every[name]])
+        rx, ry = reviser_rows_closed_loop(dialogues, _context(name, lib_dir, cache, switch_model=str(base),
+                                                                revise=False))
+        X += rx
+        y += ry
+        typer.echo(f"reviser rows {name} {split}: {len(dialogues)} dialogues, {len(ry)} rows, {sum(ry)} positive")
+    reviser = fit_reviser(X, y)
+    results: dict[str, dict] = {}
+    for thr in (None, *REVISER_THRESHOLDS):
+        cand = dict(data_model)
+        if thr is not None:
+            cand["reviser"] = {**reviser, "threshold": thr}
+        path = tmp / f"reviser-{thr}.json"
+        path.write_text(json.dumps(cand), encoding="utf-8")
+        per = {}
+        for name, (lib_dir, dialogues) in loaded.items():
+            ctx = _context(name, lib_dir, cache, switch_model=str(path), ranker=True, revise=True)
+            m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
+            per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "revisions_per_turn")}
+        label = "margin revision (no reviser)" if thr is None else f"reviser, threshold {thr:g}"
+        results[label] = {"threshold": thr, "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+        typer.echo(f"  closed loop (train) {label}: " + ", ".join(
+            f"{n} top-1 {p['top1']:.3f} rev {p['revisions_per_turn']:.3f}" for n, p in per.items()))
+    chosen = max(results, key=lambda k: results[k]["top1_mean"])
+    if results[chosen]["threshold"] is not None:
+        data_model["reviser"] = {**reviser, "threshold": results[chosen]["threshold"]}
+    data_model["reviser_fit"] = {"reviser": reviser, "chosen": chosen, "candidates": results,
+                                 "rows_every": rows_every, "loop_every": loop_every}
+    model_path.write_text(json.dumps(data_model, indent=1) + "\n", encoding="utf-8")
+    return {"chosen": chosen, "candidates": results, "reviser": reviser}
+
+
 def _report(out: Path, metrics: dict, ranker: dict, extra: dict) -> None:
     from .report import Report
 

@@ -77,7 +77,8 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, retriever_scorer(res.retriever)(text))
         seen = [f["workflow"] for f in stack]
-        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands)
+        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands, messages,
+                                      retriever_scorer(res.retriever))
     reading = reading_of(text)
     migrated = bool(state.get("turn")) and not state.get("version")
     if migrated:
