@@ -17,6 +17,7 @@ margin, not a feature that would always vote for the pick being checked).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Sequence
 
 from .ranker import Evidence, Ranker, log_softmax
@@ -54,7 +55,7 @@ def reverify(ranker: Ranker, ev: Evidence, library, active: str, seen: Sequence[
 
 
 def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, library, seen: Sequence[str],
-                      turn: int, commands: Sequence, messages: Sequence = (), scorer=None) -> list:
+                      turn: int, commands: Sequence, messages: Sequence = (), scorer=None, dense=None) -> list:
     """The turn's re-verification of the active frame: ``ReviseFlow`` when the evidence overturns the
     pick, ``VerifyFlow`` (the updated belief) when it holds, nothing when the turn navigates or the
     frame has no belief.  With a fitted reviser in the switch model (and the conversation's
@@ -70,7 +71,8 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
     reviser = ranker.meta.get("reviser")
     if reviser and scorer is not None and messages:
-        target, p = revise_choice(reviser, reviser_rows(ranker, frame, messages, library, scorer, seen, belief))
+        target, p = revise_choice(reviser, reviser_rows(ranker, frame, messages, library, scorer, seen, belief,
+                                                                dense))
         if target is None:
             return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
         belief = {**belief, target: max([belief.get(target, -1e9), *belief.values()])}
@@ -131,12 +133,15 @@ REVISER_FEATURES = (
     "belief_gap", "in_belief", "turn_gap", "acc_gap", "rank_acc_gap",
     "lex_norm_acc", "lex_top_acc", "lex_top_turn", "enum_acc", "slot_acc", "verb_acc", "clash_acc", "names_acc",
     "user_cover", "agent_cover", "speaks_turn", "speaks_acc", "correction", "since", "same_domain", "same_role",
+    "agent_last_cover", "dense_acc_gap", "dense_agent_gap",
 )
 ACC_DEPTH = 5  # alternatives taken from the ranking of everything said since the pick
+DENSE_TURNS = 4  # the user's turns since the pick that are embedded (the encoder's cost grows with length)
 
 
-def since_pick(messages: Sequence, started: int) -> tuple[str, str]:
-    """(the user's turns from the pick's turn on, joined; the agent's messages between them, joined)."""
+def since_pick(messages: Sequence, started: int, last: int = 0) -> tuple[str, str]:
+    """(the user's turns from the pick's turn on, joined; the agent's messages between them, joined);
+    ``last`` > 0 keeps only the last ``last`` user turns."""
     from workflows.text import message_text, role_of
 
     users: list[str] = []
@@ -150,7 +155,7 @@ def since_pick(messages: Sequence, started: int) -> tuple[str, str]:
                 users.append(text)
         elif role == "agent" and text and n >= started:
             agents.append(text)
-    return " ".join(users), " ".join(agents)
+    return " ".join(users[-last:] if last else users), " ".join(agents)
 
 
 def _cover(wf, text_words: set[str]) -> float:
@@ -163,9 +168,10 @@ def _cover(wf, text_words: set[str]) -> float:
 
 
 def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, scorer, seen: Sequence[str],
-                 belief: dict[str, float]) -> list[tuple[str, dict[str, float]]]:
+                 belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
     """(alternative, its features against the active workflow) for one STAY turn; ``belief`` is the
-    pick's belief after this turn's re-verification."""
+    pick's belief after this turn's re-verification; ``dense(texts, names) -> [{name: cosine}]`` (the
+    retriever's dense scores; None = no dense evidence)."""
     import math
 
     from workflows.text import content_words, stemmed
@@ -200,6 +206,15 @@ def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, score
     since = math.log1p(max(0, sum(1 for _ in _user_turns(messages)) - int(frame.get("started") or 0)))
     top_turn = turn_rank[0][0] if turn_rank else ""
     top_acc = acc_rank[0][0] if acc_rank else ""
+    agent_last = stemmed(content_words(agent))
+    pool = [active, *names]
+    recent = since_pick(messages, int(frame.get("started") or 0), DENSE_TURNS)[0]
+    cos = dict(zip(("acc", "agent"), dense([recent, agent or " "], pool) if dense is not None else ({}, {})))
+
+    def dgap(kind: str, n: str) -> float:
+        c = cos[kind]
+        return float(c.get(n, 0.0) - c.get(active, 0.0)) if n in c and active in c else 0.0
+
     rows = []
     for n in names:
         wf = wfs[n]
@@ -220,6 +235,8 @@ def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, score
             "speaks_acc": float(speaks_of(users, library, n, active)),
             "correction": correction, "since": since,
             "same_domain": float(wf.domain == act.domain), "same_role": float(wf.role == act.role),
+            "agent_last_cover": _cover(wf, agent_last) - _cover(act, agent_last),
+            "dense_acc_gap": dgap("acc", n), "dense_agent_gap": dgap("agent", n) if agent else 0.0,
         }
         rows.append((n, f))
     return rows
@@ -232,14 +249,19 @@ def _user_turns(messages: Sequence):
 
 
 def revise_choice(reviser: dict, rows: Sequence[tuple[str, dict[str, float]]]) -> tuple[str | None, float]:
-    """(the alternative the reviser revises to or None, its probability)."""
-    import math
+    """(the alternative the reviser revises to or None, its probability): the most probable alternative
+    when its probability passes the reviser's threshold (both chosen on the training splits)."""
+    if not rows:
+        return None, 0.0
+    booster = _booster(reviser["booster"])
+    probs = booster.predict([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows])
+    i = max(range(len(rows)), key=lambda j: probs[j])
+    p = float(probs[i])
+    return (rows[i][0], p) if p > float(reviser.get("threshold", 0.5)) else (None, p)
 
-    w, b, thr = reviser["weights"], float(reviser.get("bias", 0.0)), float(reviser.get("threshold", 0.5))
-    best, p_best = None, 0.0
-    for n, f in rows:
-        z = b + sum(w.get(k, 0.0) * f.get(k, 0.0) for k in REVISER_FEATURES)
-        p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-        if p > p_best:
-            best, p_best = n, p
-    return (best, p_best) if best is not None and p_best > thr else (None, p_best)
+
+@lru_cache(maxsize=4)
+def _booster(model: str):
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=model)
