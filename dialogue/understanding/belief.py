@@ -254,7 +254,11 @@ def revise_choice(reviser: dict, rows: Sequence[tuple[str, dict[str, float]]]) -
     if not rows:
         return None, 0.0
     booster = _booster(reviser["booster"])
-    probs = booster.predict([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows])
+    import numpy as np
+
+    # one thread: a handful of rows per turn, where LightGBM's thread pool costs far more than it saves
+    probs = booster.predict(np.array([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows]),
+                            num_threads=1)
     i = max(range(len(rows)), key=lambda j: probs[j])
     p = float(probs[i])
     return (rows[i][0], p) if p > float(reviser.get("threshold", 0.5)) else (None, p)
