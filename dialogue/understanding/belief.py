@@ -71,8 +71,11 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
     reviser = ranker.meta.get("reviser")
     if reviser and scorer is not None and messages:
-        target, p = revise_choice(reviser, reviser_rows(ranker, frame, messages, library, scorer, seen, belief,
-                                                                dense))
+        # As with the margin: a revision needs a word of the other task (not of the active one) in what the
+        # user said since the pick, or a correction ("tomas@example.com" answers the question asked).
+        rows = [(n, f) for n, f in reviser_rows(ranker, frame, messages, library, scorer, seen, belief, dense)
+                if f["speaks_acc"] or f["correction"]]
+        target, p = revise_choice(reviser, rows)
         if target is None:
             return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
         belief = {**belief, target: max([belief.get(target, -1e9), *belief.values()])}
