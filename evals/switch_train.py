@@ -16,8 +16,15 @@ switching configuration there, closed loop.
    datasets), the one with the best top-1 (SGD and STAR averaged) is recorded as ``chosen``; its
    threshold and margin are written into the model.
 
+4. The reviser (``train_reviser``; alone with ``--reviser-only``): the agent as chosen is replayed closed
+   loop without revision on the train samples; on every turn it stays on, each alternative to its own
+   pick gets ``belief.reviser_rows`` features, label "the alternative is the gold" — the rows are the
+   agent's own mistakes and the turns it was right.  LightGBM over them; the threshold is chosen closed
+   loop on other train dialogues (best mean top-1, search cap as above) and written into the model.
+
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
-``reports/switch-train/`` (report.md, metrics.json).  Dev splits are never read.
+``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
+never read.
 """
 
 from __future__ import annotations
@@ -429,6 +436,10 @@ def _reviser_report(out: Path, m: dict, command: str) -> None:
     rep.table("Closed loop on other train samples (the chosen one is the agent's default)",
               ["configuration", "SGD top-1", "STAR top-1", "mean", "SGD revisions/turn", "STAR revisions/turn"], rows)
     rep.text(f"Chosen: **{m['chosen']}**.")
+    labels = list(m["candidates"])
+    rep.bar_plot("reviser", labels, {n: [m["candidates"][k]["per_dataset"][n]["top1"] for k in labels]
+                                     for n in ("sgd", "star")}, "closed-loop top-1 (train)",
+                 "Reviser threshold, closed loop on train")
     rep.write({"summary": {"chosen": m["chosen"], **m["candidates"][m["chosen"]]}, **m})
 
 

@@ -71,10 +71,11 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
     reviser = ranker.meta.get("reviser")
     if reviser and scorer is not None and messages:
-        # As with the margin: a revision needs a word of the other task (not of the active one) in what the
-        # user said since the pick, or a correction ("tomas@example.com" answers the question asked).
+        # A revision needs a word of the other task (not of the active one) in the turn itself: an answer
+        # to the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th")
+        # says nothing of another task, and words of a digression since the pick belong to that digression.
         rows = [(n, f) for n, f in reviser_rows(ranker, frame, messages, library, scorer, seen, belief, dense)
-                if f["speaks_acc"] or f["correction"]]
+                if f["speaks_turn"]]
         target, p = revise_choice(reviser, rows)
         if target is None:
             return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
