@@ -10,6 +10,11 @@ splits), the turn's reading is ``ReviseFlow``: the frame is replaced and the slo
 carry over.  An explicit correction ("no, I meant …") re-verifies with the correction's words alone and
 a margin of zero.
 
+When the switch model holds a fitted reviser (``flowdesk train switch``), it decides instead of the
+margin: gradient-boosted trees over each alternative compared with the active workflow on everything
+said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
+splits; a revision still needs a word of the other task in the turn itself.
+
 Re-verification scores the alternatives without the "active workflow" features (the stay prior is the
 margin, not a feature that would always vote for the pick being checked).
 """
