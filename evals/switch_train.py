@@ -297,8 +297,7 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
 REVISER_THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.5)
 
 
-def reviser_rows_closed_loop(dialogues, context, progress=None, groups: list | None = None
-                             ) -> tuple[list[list[float]], list[int]]:
+def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[list[float]], list[int]]:
     """(X, y) over the STAY turns of a closed-loop replay without revision: for each alternative to the
     agent's own active pick (``belief.reviser_rows``, read exactly as the detector reads the turn),
     label "it is the gold" (0 for every alternative when the pick is right)."""
@@ -344,8 +343,6 @@ def reviser_rows_closed_loop(dialogues, context, progress=None, groups: list | N
                 for n, f in rows:
                     X.append([f[k] for k in REVISER_FEATURES])
                     y.append(int(n == turn.gold))
-                    if groups is not None:
-                        groups.append((dlg.id, len(state.get("messages") or []), turn.gold, frame["workflow"]))
         if progress:
             progress()
     return X, y
