@@ -297,6 +297,18 @@ class WorkflowRetriever:
         rows, scores = self._scores(query, fmt, retriever, "rrf", rows)
         return {wf[r]: float(s) for r, s in zip(rows, scores)}
 
+    def dense_scores_many(self, texts: list[str], workflows: list[str], *,
+                          representation: str | None = None) -> list[dict[str, float]]:
+        """Cosine of each text against specific workflows, the texts embedded in one batch (re-verification
+        compares a few alternatives on several texts per turn).  Unknown names are left out."""
+        fmt = representation or self.context.representation
+        wf = self._columns(fmt)[0]
+        rows = np.nonzero(np.isin(wf, list(workflows)))[0]
+        if not self.dense or not len(rows) or not texts:
+            return [{} for _ in texts]
+        sims = self._matrix(fmt).vectors[rows] @ self.store.embedder.embed(list(texts)).T
+        return [{wf[r]: float(s) for r, s in zip(rows, sims[:, j])} for j in range(len(texts))]
+
     # -- upper layers --
     def _upper(self, collection: str) -> Matrix:
         return self._read(collection)

@@ -39,6 +39,14 @@ def retriever_scorer(retriever, top_k: int = RETRIEVAL_TOP_K) -> ScoreFn:
     return score
 
 
+def dense_scorer(retriever):
+    """``(texts, names) -> [{name: cosine}]``: the dense evidence re-verification compares (None without
+    vectors)."""
+    if not retriever.dense:
+        return None
+    return lambda texts, names: retriever.dense_scores_many(list(texts), list(names))
+
+
 def not_language(text: str, turn: int, active: str | None) -> dict[str, Any]:
     """A turn that is no language (``workflows.text.reads_as_language``): NotUnderstood, no search."""
     dumped = dump([NotUnderstood(turn=turn)])
@@ -77,7 +85,8 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, retriever_scorer(res.retriever)(text))
         seen = [f["workflow"] for f in stack]
-        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands)
+        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands, messages,
+                                      retriever_scorer(res.retriever), dense_scorer(res.retriever))
     reading = reading_of(text)
     migrated = bool(state.get("turn")) and not state.get("version")
     if migrated:

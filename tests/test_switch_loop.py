@@ -178,3 +178,54 @@ def test_the_verifier_has_its_own_weights_and_they_decide_a_revision():
     updated, target = reverify(Ranker(zero, 0.0, revise_margin=0.5, verify=names), ev, lib, "check_balance", [],
                                belief)
     assert target == "block_card" and updated["block_card"] > updated["check_balance"]
+
+
+def test_since_pick_reads_the_turns_from_the_pick_on():
+    from dialogue.understanding.belief import since_pick
+
+    msgs = [HumanMessage("what's my balance"), AIMessage("Your customer number?"), HumanMessage("C-1001"),
+            AIMessage("Your PIN?"), HumanMessage("4821"), AIMessage("Which account?"), HumanMessage("checking")]
+    assert since_pick(msgs, 2) == ("C-1001 4821 checking", "Your PIN? Which account?")
+    assert since_pick(msgs, 1, last=2)[0] == "4821 checking"
+
+
+def _reviser_rows(ctx, text: str):
+    from dialogue.frames import new_frame
+    from dialogue.understanding.belief import reviser_rows
+    from dialogue.understanding.ranker import load_ranker
+    from graph.resources import get_resources
+    from nodes.detector import dense_scorer, retriever_scorer
+
+    res = get_resources(ctx)
+    frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2}}
+    msgs = [HumanMessage("I need help with my account"), AIMessage("What is your customer number?"),
+            HumanMessage(text)]
+    return dict(reviser_rows(load_ranker(), frame, msgs, res.library, retriever_scorer(res.retriever),
+                             ["check_balance"], frame["belief"], dense_scorer(res.retriever)))
+
+
+def test_the_reviser_compares_each_alternative_with_the_active_pick(agent_context):
+    from dialogue.understanding.belief import REVISER_FEATURES, revise_choice
+
+    rows = _reviser_rows(agent_context, "my card was stolen, please block it")
+    assert "block_card" in rows and "check_balance" not in rows  # alternatives only, the belief's among them
+    assert set(rows["block_card"]) == set(REVISER_FEATURES)
+    # the turn's words and its embedding favour blocking the card over the balance
+    assert rows["block_card"]["dense_acc_gap"] > 0 and rows["block_card"]["speaks_turn"] == 1.0
+    quiet = _reviser_rows(agent_context, "C-1001")["block_card"]
+    assert quiet["speaks_turn"] == 0.0 and quiet["dense_acc_gap"] < rows["block_card"]["dense_acc_gap"]
+    # a reviser fitted on the dense gap alone revises on the first turn and not on the answer
+    import lightgbm as lgb
+    import numpy as np
+
+    i = REVISER_FEATURES.index("dense_acc_gap")
+    X = np.zeros((200, len(REVISER_FEATURES)))
+    X[:, i] = np.linspace(-0.5, 0.5, 200)
+    y = (X[:, i] > 0.05).astype(int)
+    booster = lgb.LGBMClassifier(n_estimators=20, min_child_samples=5, verbose=-1).fit(X, y).booster_
+    reviser = {"booster": booster.model_to_string(), "threshold": 0.5}
+    strong = {**quiet, "dense_acc_gap": 0.3}
+    weak = {**quiet, "dense_acc_gap": -0.2}
+    assert revise_choice(reviser, [("transfer_money", weak), ("block_card", strong)])[0] == "block_card"
+    assert revise_choice(reviser, [("block_card", weak)])[0] is None
+    assert revise_choice({**reviser, "threshold": 0.999}, [("block_card", strong)])[0] is None

@@ -10,6 +10,11 @@ splits), the turn's reading is ``ReviseFlow``: the frame is replaced and the slo
 carry over.  An explicit correction ("no, I meant …") re-verifies with the correction's words alone and
 a margin of zero.
 
+When the switch model holds a fitted reviser (``flowdesk train switch``), it decides instead of the
+margin: gradient-boosted trees over each alternative compared with the active workflow on everything
+said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
+splits; a revision still needs a word of the other task in the turn itself.
+
 Re-verification scores the alternatives without the "active workflow" features (the stay prior is the
 margin, not a feature that would always vote for the pick being checked).
 """
@@ -17,6 +22,7 @@ margin, not a feature that would always vote for the pick being checked).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Sequence
 
 from .ranker import Evidence, Ranker, log_softmax
@@ -54,10 +60,11 @@ def reverify(ranker: Ranker, ev: Evidence, library, active: str, seen: Sequence[
 
 
 def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, library, seen: Sequence[str],
-                      turn: int, commands: Sequence) -> list:
+                      turn: int, commands: Sequence, messages: Sequence = (), scorer=None, dense=None) -> list:
     """The turn's re-verification of the active frame: ``ReviseFlow`` when the evidence overturns the
     pick, ``VerifyFlow`` (the updated belief) when it holds, nothing when the turn navigates or the
-    frame has no belief."""
+    frame has no belief.  With a fitted reviser in the switch model (and the conversation's
+    ``messages`` and a ``scorer``), the reviser decides; else the belief's margin does."""
     from ..commands import ReviseFlow, VerifyFlow
 
     if ranker is None or not frame or frame.get("status") != "active" or not frame.get("belief"):
@@ -67,6 +74,19 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
         return []
     active = frame["workflow"]
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
+    reviser = ranker.meta.get("reviser")
+    if reviser and scorer is not None and messages:
+        # A revision needs a word of the other task (not of the active one) in the turn itself: an answer
+        # to the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th")
+        # says nothing of another task, and words of a digression since the pick belong to that digression.
+        rows = [(n, f) for n, f in reviser_rows(ranker, frame, messages, library, scorer, seen, belief, dense)
+                if f["speaks_turn"]]
+        target, p = revise_choice(reviser, rows)
+        if target is None:
+            return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
+        belief = {**belief, target: max([belief.get(target, -1e9), *belief.values()])}
+        return [ReviseFlow(workflow=target, previous=active, belief=belief, turn=turn,
+                           reason=f"everything said since the pick fits it better (p={p:.2f})")]
     if target is not None and not is_correction(ev.text) and not speaks_of(ev.text, library, target, active):
         target = None  # "Sure, Ben" answers the question asked; it says nothing of another task
     if target is not None:
@@ -109,3 +129,152 @@ def side_question(text: str, frame: dict | None, pick: str | None, library) -> b
     if active is None or other is None or pick == active.name or other.role != active.role:
         return False
     return bool(QUESTION.search(text)) and not REQUEST.search(text)
+
+
+# --- the learned reviser ----------------------------------------------------------------------------
+# Re-verification above adds one turn's evidence to the pick's belief and needs a fixed margin; the
+# reviser instead reads everything said since the pick (the user's turns together, the agent's
+# questions) against each alternative and is fitted on the agent's own mistakes: closed-loop traces of
+# the training splits (``flowdesk train switch``), label "this alternative is the gold while the active
+# pick is not".  Its features compare an alternative with the active workflow; none names a service.
+
+REVISER_FEATURES = (
+    "belief_gap", "in_belief", "turn_gap", "acc_gap", "rank_acc_gap",
+    "lex_norm_acc", "lex_top_acc", "lex_top_turn", "enum_acc", "slot_acc", "verb_acc", "clash_acc", "names_acc",
+    "user_cover", "agent_cover", "speaks_turn", "speaks_acc", "correction", "since", "same_domain", "same_role",
+    "agent_last_cover", "dense_acc_gap", "dense_agent_gap",
+)
+ACC_DEPTH = 5  # alternatives taken from the ranking of everything said since the pick
+DENSE_TURNS = 4  # the user's turns since the pick that are embedded (the encoder's cost grows with length)
+
+
+def since_pick(messages: Sequence, started: int, last: int = 0) -> tuple[str, str]:
+    """(the user's turns from the pick's turn on, joined; the agent's messages between them, joined);
+    ``last`` > 0 keeps only the last ``last`` user turns."""
+    from workflows.text import message_text, role_of
+
+    users: list[str] = []
+    agents: list[str] = []
+    n = 0
+    for m in messages:
+        role, text = role_of(m), message_text(m).strip()
+        if role == "user" and text:
+            n += 1
+            if n >= started:
+                users.append(text)
+        elif role == "agent" and text and n >= started:
+            agents.append(text)
+    return " ".join(users[-last:] if last else users), " ".join(agents)
+
+
+def _cover(wf, text_words: set[str]) -> float:
+    """Share of a workflow's slot words (names and values) the text mentions."""
+    from workflows.text import content_words, stemmed
+
+    words = stemmed(set().union(*(content_words(f"{sl.name} {' '.join(sl.enum or [])}") for sl in wf.slots))
+                    if wf.slots else set())
+    return len(words & text_words) / len(words) if words else 0.0
+
+
+def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, scorer, seen: Sequence[str],
+                 belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
+    """(alternative, its features against the active workflow) for one STAY turn; ``belief`` is the
+    pick's belief after this turn's re-verification; ``dense(texts, names) -> [{name: cosine}]`` (the
+    retriever's dense scores; None = no dense evidence)."""
+    import math
+
+    from workflows.text import content_words, stemmed
+
+    from .features import split_history
+    from .ranker import evidence, features
+
+    active = frame["workflow"]
+    wfs = library.workflows
+    act = wfs.get(active)
+    if act is None:
+        return []
+    text, agent, _ = split_history(messages)
+    users, agents = since_pick(messages, int(frame.get("started") or 0))
+    turn_rank = scorer(text)
+    acc_rank = scorer(users)
+    ev_turn = evidence(text, agent, turn_rank)
+    ev_acc = evidence(users, agent, acc_rank)
+    names = [n for n in dict.fromkeys([*belief, *(n for n, _ in acc_rank[:ACC_DEPTH])]) if n in wfs and n != active]
+    if not names:
+        return []
+    others = [n for n in seen if n != active]
+    verifier = ranker.verifier()
+    fa_turn = features(active, ev_turn, library, None, others)
+    fa_acc = features(active, ev_acc, library, None, others)
+    v_turn_a, v_acc_a, r_acc_a = verifier.logit(fa_turn), verifier.logit(fa_acc), ranker.logit(fa_acc)
+    user_words = stemmed(content_words(users))
+    agent_words = stemmed(content_words(agents))
+    floor = min(belief.values()) - 1.0 if belief else -5.0
+    b_active = belief.get(active, floor)
+    correction = float(is_correction(text))
+    since = math.log1p(max(0, sum(1 for _ in _user_turns(messages)) - int(frame.get("started") or 0)))
+    top_turn = turn_rank[0][0] if turn_rank else ""
+    top_acc = acc_rank[0][0] if acc_rank else ""
+    agent_last = stemmed(content_words(agent))
+    pool = [active, *names]
+    recent = since_pick(messages, int(frame.get("started") or 0), DENSE_TURNS)[0]
+    cos = dict(zip(("acc", "agent"), dense([recent, agent or " "], pool) if dense is not None else ({}, {})))
+
+    def dgap(kind: str, n: str) -> float:
+        c = cos[kind]
+        return float(c.get(n, 0.0) - c.get(active, 0.0)) if n in c and active in c else 0.0
+
+    rows = []
+    for n in names:
+        wf = wfs[n]
+        ft, fc = features(n, ev_turn, library, None, others), features(n, ev_acc, library, None, others)
+        f = {
+            "belief_gap": belief.get(n, floor) - b_active, "in_belief": float(n in belief),
+            "turn_gap": verifier.logit(ft) - v_turn_a, "acc_gap": verifier.logit(fc) - v_acc_a,
+            "rank_acc_gap": ranker.logit(fc) - r_acc_a,
+            "lex_norm_acc": fc["lex_norm"] - fa_acc["lex_norm"],
+            "lex_top_acc": float(n == top_acc) - float(active == top_acc),
+            "lex_top_turn": float(n == top_turn) - float(active == top_turn),
+            "enum_acc": fc["enum_hit"] - fa_acc["enum_hit"], "slot_acc": fc["slot_hit"] - fa_acc["slot_hit"],
+            "verb_acc": fc["verb_match"] - fa_acc["verb_match"], "clash_acc": fc["verb_clash"] - fa_acc["verb_clash"],
+            "names_acc": fc["names_task"] - fa_acc["names_task"],
+            "user_cover": _cover(wf, user_words) - _cover(act, user_words),
+            "agent_cover": _cover(wf, agent_words) - _cover(act, agent_words),
+            "speaks_turn": float(speaks_of(text, library, n, active)),
+            "speaks_acc": float(speaks_of(users, library, n, active)),
+            "correction": correction, "since": since,
+            "same_domain": float(wf.domain == act.domain), "same_role": float(wf.role == act.role),
+            "agent_last_cover": _cover(wf, agent_last) - _cover(act, agent_last),
+            "dense_acc_gap": dgap("acc", n), "dense_agent_gap": dgap("agent", n) if agent else 0.0,
+        }
+        rows.append((n, f))
+    return rows
+
+
+def _user_turns(messages: Sequence):
+    from workflows.text import message_text, role_of
+
+    return (m for m in messages if role_of(m) == "user" and message_text(m).strip())
+
+
+def revise_choice(reviser: dict, rows: Sequence[tuple[str, dict[str, float]]]) -> tuple[str | None, float]:
+    """(the alternative the reviser revises to or None, its probability): the most probable alternative
+    when its probability passes the reviser's threshold (both chosen on the training splits)."""
+    if not rows:
+        return None, 0.0
+    booster = _booster(reviser["booster"])
+    import numpy as np
+
+    # one thread: a handful of rows per turn, where LightGBM's thread pool costs far more than it saves
+    probs = booster.predict(np.array([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows]),
+                            num_threads=1)
+    i = max(range(len(rows)), key=lambda j: probs[j])
+    p = float(probs[i])
+    return (rows[i][0], p) if p > float(reviser.get("threshold", 0.5)) else (None, p)
+
+
+@lru_cache(maxsize=4)
+def _booster(model: str):
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=model)
