@@ -560,9 +560,10 @@ class LearnedPolicy:
         return self._familiar[key] >= self.model.gate.min_familiarity
 
     def scored(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
-               messages: list[BaseMessage], rules: dict) -> list[tuple[Candidate, float]]:
-        """The candidates with their scores, best first (the rules' proposal is ``is_rules``)."""
-        cands, nxt = candidates(wf, interp, frame, reading, rules, messages)
+               messages: list[BaseMessage], rules: dict, found=None) -> list[tuple[Candidate, float]]:
+        """The candidates with their scores, best first (the rules' proposal is ``is_rules``); ``found``:
+        ``candidates``' answer for this very state, when the caller already has it."""
+        cands, nxt = found or candidates(wf, interp, frame, reading, rules, messages)
         s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
         return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
@@ -593,23 +594,29 @@ class LearnedPolicy:
             return rules, 0  # a workflow unlike the training ones: the procedure decides (``Gate``)
         vetoed = 0
         executed = frame.get("executed") or []
-        ranked = self.scored(wf, interp, frame, reading, messages, rules)
         gate = self.model.gate
         margin = gate.min_margin if gate else -math.inf
-        base = next((s for c, s in ranked if c.is_rules), math.inf)
         # the values the rules are collecting (none to keep when their proposal was rejected)
         collecting = set(asked_slots(rules, view_of(wf, interp), _values(frame))) \
             if gate and not rules_rejected else set()
+
+        def passed_over(c: Candidate) -> bool:  # whatever its score: the steps below never take it
+            return not c.is_rules and bool(gate and _leaves_collection(c, wf, interp, executed, collecting)
+                                           or executed and c.kind != "api" and c.name == executed[-1])
+
+        found = candidates(wf, interp, frame, reading, rules, messages)
+        if not rules_rejected and all(c.is_rules or passed_over(c) for c in found[0]):
+            return rules, 0  # nothing could replace the rules' proposal: no need to score (the ranker's cost)
+        ranked = self.scored(wf, interp, frame, reading, messages, rules, found)
+        base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
                 return rules, vetoed  # not sure enough to leave the procedure (``Gate``)
-            if not c.is_rules and gate and _leaves_collection(c, wf, interp, executed, collecting):
-                continue
+            if passed_over(c):
+                continue  # leaves the rules' collection (``_leaves_collection``), or the reply just given again: a loop
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
-            if not c.is_rules and executed and c.kind != "api" and c.name == executed[-1]:
-                continue  # the reply just given, again, while the rules move on: a loop
             if c.is_rules or (allowed_now(p, wf, interp, frame, reading)
                               and not _against_experience(p, prerequisites, frame)):
                 return p, vetoed
