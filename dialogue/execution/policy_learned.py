@@ -250,7 +250,12 @@ def _values(frame: Frame | dict) -> dict:
 def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, rules: dict,
                messages: list[BaseMessage]) -> tuple[list[Candidate], Any]:
     """The actions allowed now (rules' proposal first), and the interpreter's next action."""
-    nxt = interp.next_action(frame, reading)
+    return allowed_actions(wf, interp, frame, rules, messages), interp.next_action(frame, reading)
+
+
+def allowed_actions(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
+                    messages: list[BaseMessage]) -> list[Candidate]:
+    """The actions allowed now, the rules' proposal first (``candidates`` without the interpreter's step)."""
     values = _values(frame)
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
@@ -298,7 +303,7 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: 
     add(Candidate("oow", OOW, build=lambda: {"kind": "reply", "name": OOW,
                                              "text": "I'm sorry, I can't help with that here. Is there anything "
                                                      "else I can help with?"}))
-    return out, nxt
+    return out
 
 
 def asked_slots(rules: dict, view: _View, values: dict) -> list[str]:
@@ -473,8 +478,10 @@ def intent_columns(toks: list[list[str]], probs: dict[str, float] | None) -> lis
     return out
 
 
-def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None = None):
-    """The model's matrix: base features, intent features, then one column per token feature it knows."""
+def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None = None,
+              col: dict[str, int] | None = None):
+    """The model's matrix: base features, intent features, then one column per token feature it knows
+    (``col``: ``names``' column numbers, when the caller keeps them)."""
     import numpy as np
 
     X = np.zeros((len(tf.rows), len(names)), dtype=np.float32)
@@ -482,7 +489,7 @@ def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None
     if tf.rows:
         X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
         X[:, nb:nb + ni] = np.asarray(intent_columns(tf.toks, probs), dtype=np.float32)
-    col = {n: i for i, n in enumerate(names)}
+    col = col if col is not None else {n: i for i, n in enumerate(names)}
     for r, ts in enumerate(tf.toks):
         for t in ts:
             j = col.get(t)
@@ -516,6 +523,7 @@ class LearnedPolicy:
         self.model, self.source, self.features = model, source, model.features
         self.booster = lgb.Booster(model_str=model.booster)
         self._known = set(model.features)
+        self._columns = {n: i for i, n in enumerate(model.features)}
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
 
     @classmethod
@@ -540,7 +548,7 @@ class LearnedPolicy:
 
     def scores(self, tf: TurnFeatures):
         probs = self.model.intent.probabilities(tf.intent) if self.model.intent else None
-        return self.booster.predict(vectorize(tf, self.features, probs), num_threads=1)
+        return self.booster.predict(vectorize(tf, self.features, probs, self._columns), num_threads=1)
 
     def ungated(self) -> "LearnedPolicy":
         """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""
@@ -604,10 +612,10 @@ class LearnedPolicy:
             return not c.is_rules and bool(gate and _leaves_collection(c, wf, interp, executed, collecting)
                                            or executed and c.kind != "api" and c.name == executed[-1])
 
-        found = candidates(wf, interp, frame, reading, rules, messages)
-        if not rules_rejected and all(c.is_rules or passed_over(c) for c in found[0]):
+        cands = allowed_actions(wf, interp, frame, rules, messages)
+        if not rules_rejected and all(c.is_rules or passed_over(c) for c in cands):
             return rules, 0  # nothing could replace the rules' proposal: no need to score (the ranker's cost)
-        ranked = self.scored(wf, interp, frame, reading, messages, rules, found)
+        ranked = self.scored(wf, interp, frame, reading, messages, rules, (cands, interp.next_action(frame, reading)))
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
