@@ -316,3 +316,30 @@ def test_verified_experience_gates_the_learned_choice_like_the_pdl():
     assert not _against_experience(call, (), frame)  # no experience: nothing to gate
     done = {**frame, "calls": [{"api": "verify_identity", "status": "ok", "args": {}}]}
     assert not _against_experience(call, prereq, done) and not _against_experience(ask, prereq, done)
+
+
+def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(demo):
+    """The ranker's cost: when every candidate but the rules' proposal is one the gated policy passes over
+    whatever its score (here: the rules collect credentials, nothing else asks for them), ``choice`` returns
+    the rules' proposal without features or a model call — the decision scoring would have made."""
+    from dialogue.execution.policy_learned import Gate, _leaves_collection, asked_slots, view_of
+
+    wf = demo.workflows["check_balance"]
+    interp, fr, reading, messages, rules = _state(wf, "hi")
+    base = load_policy("auto")
+    gate = Gate(min_familiarity=0.0, min_margin=-1e9, precision=0.5, rules_right=0.05, overrides=0.3)
+    gated = LearnedPolicy(base.model.model_copy(update={"gate": gate}), "gated")
+    collecting = set(asked_slots(rules, view_of(wf, interp), fr["slots"]))
+    others = [c for c in gated.rank(wf, interp, fr, reading, messages, rules) if not c.is_rules]
+    assert collecting and others and all(_leaves_collection(c, wf, interp, [], collecting) for c in others)
+    calls = []
+
+    def counted(policy):
+        scores = policy.scores
+        policy.scores = lambda tf: (calls.append(policy.source), scores(tf))[1]
+        return policy
+
+    assert counted(gated).choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0) and not calls
+    # without a gate nothing is passed over: the ranker scores (and may choose another step)
+    counted(base.ungated()).choice(wf, interp, fr, reading, messages, rules, [])
+    assert calls

@@ -250,7 +250,12 @@ def _values(frame: Frame | dict) -> dict:
 def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, rules: dict,
                messages: list[BaseMessage]) -> tuple[list[Candidate], Any]:
     """The actions allowed now (rules' proposal first), and the interpreter's next action."""
-    nxt = interp.next_action(frame, reading)
+    return allowed_actions(wf, interp, frame, rules, messages), interp.next_action(frame, reading)
+
+
+def allowed_actions(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
+                    messages: list[BaseMessage]) -> list[Candidate]:
+    """The actions allowed now, the rules' proposal first (``candidates`` without the interpreter's step)."""
     values = _values(frame)
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
@@ -298,7 +303,7 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: 
     add(Candidate("oow", OOW, build=lambda: {"kind": "reply", "name": OOW,
                                              "text": "I'm sorry, I can't help with that here. Is there anything "
                                                      "else I can help with?"}))
-    return out, nxt
+    return out
 
 
 def asked_slots(rules: dict, view: _View, values: dict) -> list[str]:
@@ -473,8 +478,10 @@ def intent_columns(toks: list[list[str]], probs: dict[str, float] | None) -> lis
     return out
 
 
-def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None = None):
-    """The model's matrix: base features, intent features, then one column per token feature it knows."""
+def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None = None,
+              col: dict[str, int] | None = None):
+    """The model's matrix: base features, intent features, then one column per token feature it knows
+    (``col``: ``names``' column numbers, when the caller keeps them)."""
     import numpy as np
 
     X = np.zeros((len(tf.rows), len(names)), dtype=np.float32)
@@ -482,7 +489,7 @@ def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None
     if tf.rows:
         X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
         X[:, nb:nb + ni] = np.asarray(intent_columns(tf.toks, probs), dtype=np.float32)
-    col = {n: i for i, n in enumerate(names)}
+    col = col if col is not None else {n: i for i, n in enumerate(names)}
     for r, ts in enumerate(tf.toks):
         for t in ts:
             j = col.get(t)
@@ -516,6 +523,7 @@ class LearnedPolicy:
         self.model, self.source, self.features = model, source, model.features
         self.booster = lgb.Booster(model_str=model.booster)
         self._known = set(model.features)
+        self._columns = {n: i for i, n in enumerate(model.features)}
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
 
     @classmethod
@@ -540,7 +548,7 @@ class LearnedPolicy:
 
     def scores(self, tf: TurnFeatures):
         probs = self.model.intent.probabilities(tf.intent) if self.model.intent else None
-        return self.booster.predict(vectorize(tf, self.features, probs), num_threads=1)
+        return self.booster.predict(vectorize(tf, self.features, probs, self._columns), num_threads=1)
 
     def ungated(self) -> "LearnedPolicy":
         """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""
@@ -560,9 +568,10 @@ class LearnedPolicy:
         return self._familiar[key] >= self.model.gate.min_familiarity
 
     def scored(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
-               messages: list[BaseMessage], rules: dict) -> list[tuple[Candidate, float]]:
-        """The candidates with their scores, best first (the rules' proposal is ``is_rules``)."""
-        cands, nxt = candidates(wf, interp, frame, reading, rules, messages)
+               messages: list[BaseMessage], rules: dict, found=None) -> list[tuple[Candidate, float]]:
+        """The candidates with their scores, best first (the rules' proposal is ``is_rules``); ``found``:
+        ``candidates``' answer for this very state, when the caller already has it."""
+        cands, nxt = found or candidates(wf, interp, frame, reading, rules, messages)
         s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
         return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
@@ -593,23 +602,29 @@ class LearnedPolicy:
             return rules, 0  # a workflow unlike the training ones: the procedure decides (``Gate``)
         vetoed = 0
         executed = frame.get("executed") or []
-        ranked = self.scored(wf, interp, frame, reading, messages, rules)
         gate = self.model.gate
         margin = gate.min_margin if gate else -math.inf
-        base = next((s for c, s in ranked if c.is_rules), math.inf)
         # the values the rules are collecting (none to keep when their proposal was rejected)
         collecting = set(asked_slots(rules, view_of(wf, interp), _values(frame))) \
             if gate and not rules_rejected else set()
+
+        def passed_over(c: Candidate) -> bool:  # whatever its score: the steps below never take it
+            return not c.is_rules and bool(gate and _leaves_collection(c, wf, interp, executed, collecting)
+                                           or executed and c.kind != "api" and c.name == executed[-1])
+
+        cands = allowed_actions(wf, interp, frame, rules, messages)
+        if not rules_rejected and all(c.is_rules or passed_over(c) for c in cands):
+            return rules, 0  # nothing could replace the rules' proposal: no need to score (the ranker's cost)
+        ranked = self.scored(wf, interp, frame, reading, messages, rules, (cands, interp.next_action(frame, reading)))
+        base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
                 return rules, vetoed  # not sure enough to leave the procedure (``Gate``)
-            if not c.is_rules and gate and _leaves_collection(c, wf, interp, executed, collecting):
-                continue
+            if passed_over(c):
+                continue  # leaves the rules' collection (``_leaves_collection``), or the reply just given again: a loop
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
-            if not c.is_rules and executed and c.kind != "api" and c.name == executed[-1]:
-                continue  # the reply just given, again, while the rules move on: a loop
             if c.is_rules or (allowed_now(p, wf, interp, frame, reading)
                               and not _against_experience(p, prerequisites, frame)):
                 return p, vetoed
