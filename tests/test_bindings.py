@@ -4,13 +4,12 @@ server, simulate determinism, and schema errors that name the tool and the field
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from graph.context import Context
+from tests.local_http import JsonHandler, serving
 from workflows.bindings import ToolRunner, simulate, validate_args
 from workflows.pdl import Workflow
 from workflows.policy import BindingPolicy
@@ -146,43 +145,25 @@ def test_simulate_fixed_values_and_seed(runner):
 
 # --- http against a tiny local server ----------------------------------------------------------------
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        body = self.body()
         if body.get("a") == 13:
-            self._send(500, {"detail": "unlucky"})
+            self.send_json(500, {"detail": "unlucky"})
         elif body.get("a") == 99:
             time.sleep(1.0)
-            self._send(200, {"late": True})
+            self.send_json(200, {"late": True})
         else:
-            self._send(200, {"sum": body["a"] + 1})
+            self.send_json(200, {"sum": body["a"] + 1})
 
     def do_GET(self):  # noqa: N802
-        self._send(200, {"path": self.path})
-
-    def _send(self, code, payload):
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, *args):
-        pass
+        self.send_json(200, {"path": self.path})
 
 
 @pytest.fixture
 def http_url():
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Handler) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_http_binding_json_in_out(runner, http_url):
@@ -239,30 +220,22 @@ def test_python_tool_receives_the_idempotency_key_only_when_declared(runner):
                       idempotency_key="t1:3:call-2").data == {"sum": 1}
 
 
-class _EchoHandler(BaseHTTPRequestHandler):
+class _EchoHandler(JsonHandler):
     """Echoes what it received, and a 401 that repeats the key (as real providers do)."""
 
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        body = self.body()
         if body.get("a") == 401:
-            self._send(401, {"detail": f"invalid key {self.headers.get('X-Api-Key')} for {self.path}"})
+            self.send_json(401, {"detail": f"invalid key {self.headers.get('X-Api-Key')} for {self.path}"})
         else:
-            self._send(200, {"key": self.headers.get("Idempotency-Key"), "api_key": self.headers.get("X-Api-Key"),
-                             "path": self.path})
-
-    _send = _Handler._send
-
-    def log_message(self, *args):
-        pass
+            self.send_json(200, {"key": self.headers.get("Idempotency-Key"), "api_key": self.headers.get("X-Api-Key"),
+                                 "path": self.path})
 
 
 @pytest.fixture
 def echo_port():
-    server = HTTPServer(("127.0.0.1", 0), _EchoHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving(_EchoHandler) as port:
+        yield port
 
 
 def test_http_sends_idempotency_key_and_resolves_secrets_at_call_time(runner, echo_port, monkeypatch):

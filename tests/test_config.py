@@ -6,14 +6,13 @@ provider errors come out redacted."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from graph.context import ROLES, SERVER_SIDE, ClientContext, Context, ContextError, client_context
 from graph.models import LLMProviderError, register_chat_model, role_model, unregister_chat_model
+from tests.local_http import JsonHandler, serving
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -118,36 +117,23 @@ def test_clients_cannot_change_server_side_settings(monkeypatch, tmp_path):
         client_context({"db_path": "/etc/x.sqlite"})
 
 
-class _Echo401(BaseHTTPRequestHandler):
+class _Echo401(JsonHandler):
     """An OpenAI-compatible endpoint that refuses the key and repeats it, as providers do."""
 
     def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.body()
         key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-        body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error",
-                                     "code": "invalid_api_key"}}).encode()
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(401, {"error": {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error",
+                                       "code": "invalid_api_key"}})
 
 
 def test_provider_errors_are_redacted(monkeypatch):
-    server = HTTPServer(("127.0.0.1", 0), _Echo401)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(_Echo401) as port:
         monkeypatch.setenv("ROUTER_KEY", "key-9Qx7Lm2Vb8Zt")
-        ctx = Context(router_model="openai:m", router_base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+        ctx = Context(router_model="openai:m", router_base_url=f"http://127.0.0.1:{port}/v1",
                       router_api_key_env="ROUTER_KEY")
         with pytest.raises(LLMProviderError) as exc:
             role_model(ctx, "router").invoke("hello")
         assert "401" in str(exc.value) or "AuthenticationError" in str(exc.value)
         assert "key-9Qx7Lm2Vb8Zt" not in str(exc.value) and "[REDACTED]" in str(exc.value)
         assert exc.value.__cause__ is None and exc.value.__suppress_context__
-    finally:
-        server.shutdown()
-        server.server_close()

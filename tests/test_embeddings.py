@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from memory.embeddings import CachedEmbedder, MiniLMEmbedder, get_embedder
+from tests.local_http import JsonHandler, serving
 
 
 @pytest.fixture(scope="module")
@@ -81,38 +82,21 @@ def test_unknown_embedding_spec_is_rejected():
 
 def test_openai_compatible_embeddings_through_a_local_server():
     """OpenAIEmbedder against a tiny OpenAI-compatible /v1/embeddings server on 127.0.0.1."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    class Handler(JsonHandler):
+        def do_POST(self):  # noqa: N802
+            body = self.body()
             seen.append((self.path, body))
             data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]}
                     for i, t in enumerate(body["input"])]
-            out = json.dumps({"object": "list", "data": data, "model": body["model"],
-                              "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
+            self.send_json(200, {"object": "list", "data": data, "model": body["model"],
+                                 "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        emb = get_embedder("openai:test-embed", base_url=f"http://127.0.0.1:{server.server_port}/v1")
+    with serving(Handler) as port:
+        emb = get_embedder("openai:test-embed", base_url=f"http://127.0.0.1:{port}/v1")
         v = emb.embed(["abc", "abcdef"])
         assert emb.name == "openai:test-embed" and v.shape == (2, 3) and emb.dim == 3
         assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
         assert v[1][0] > v[0][0]  # longer text, larger first component after normalisation
         assert seen[0][0] == "/v1/embeddings" and seen[0][1]["model"] == "test-embed"
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -13,44 +13,32 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.local_http import JsonHandler, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-live-7Hq2x9Lw4Zt8Rv1N"
 pytestmark = pytest.mark.faults
 
 
-class _Carrier(BaseHTTPRequestHandler):
+class _Carrier(JsonHandler):
     def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        body = self.body()
         key = self.headers.get("X-Api-Key")
         if body.get("order_id") == "ORD-7003":
-            status, data = 401, {"detail": f"invalid api key {key} for {self.path}"}
+            self.send_json(401, {"detail": f"invalid api key {key} for {self.path}"})
         else:
-            status, data = 200, {"status": "shipped", "carrier": f"Parcelo (account {key})",
-                                 "tracking_number": "TRK-1", "estimated_delivery": "2026-12-01"}
-        raw = json.dumps(data).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, *args):
-        pass
+            self.send_json(200, {"status": "shipped", "carrier": f"Parcelo (account {key})",
+                                 "tracking_number": "TRK-1", "estimated_delivery": "2026-12-01"})
 
 
 @pytest.fixture
 def carrier_port():
-    server = HTTPServer(("127.0.0.1", 0), _Carrier)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving(_Carrier) as port:
+        yield port
 
 
 def test_an_api_key_never_reaches_checkpoints_ledger_logs_or_traces(tmp_path, carrier_port, monkeypatch, caplog):
