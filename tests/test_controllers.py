@@ -300,6 +300,18 @@ def test_claim_rejects_free_text_announcing_a_booking_never_made(ctx):
     assert not v["ok"] and "confirm_booking" in v["reason"] and "book" in v["reason"]
 
 
+def test_claim_reads_the_statements_of_an_ask_not_its_questions(ctx):
+    """A re-ask after a failed call may share an ANSWER's words in its question; a claim in its
+    statements is still caught."""
+    ask = {"kind": "reply", "name": "request_information", "args": {"slots": ["guest_name"]},
+           "text": "I couldn't book with those details. Booked under which name? Your reference is?"}
+    assert run_check(C.check_claim, ask, ctx, **CHECKED)["ok"]
+    claim = {**ask, "text": "Booked! Your reference is B-7. Under which name?"}
+    v = run_check(C.check_claim, claim, ctx, **CHECKED)
+    assert not v["ok"] and "confirm_booking" in v["reason"]
+    assert not run_check(C.check_claim, {**ask, "args": {}}, ctx, **CHECKED)["ok"]  # free text: every sentence
+
+
 def test_repeat_rejects_a_second_successful_irreversible_call(ctx):
     booked = {**CHECKED, "executed": CHECKED["executed"] + ["book"],
               "call_args": CHECKED["call_args"] + [{"api": "book", "args": BOOK, "status": "ok", "turn": 1}]}

@@ -17,6 +17,7 @@ import yaml
 
 from .pdl import BUILTIN_CONDITION, Api, Workflow
 from .procedure import Break, Call, If, Pass, Step, While, iter_calls, parse_procedure
+from .text import sentences
 
 RENDER_FORMATS = ("text", "code", "flowchart", "summary", "pdl")
 
@@ -372,14 +373,9 @@ def render_flowchart(wf: Workflow) -> str:
 # ---------------------------------------------------------------- summary
 
 
-def _sentences(text: str) -> list[str]:
-    parts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p.strip()]
-    return [p if p[-1] in ".!?" else p + "." for p in parts]
-
-
 def render_summary(wf: Workflow) -> str:
     """One to three sentences: what it is for, then the APIs it relies on."""
-    out = _sentences(wf.description)[:2]
+    out = sentences(wf.description)[:2]
     if wf.procedure.strip():
         order = list(dict.fromkeys(c.name for c in iter_calls(parse_procedure(wf.procedure).steps)
                                    if c.kind == "API"))

@@ -81,6 +81,12 @@ def words(text: str) -> list[str]:
     return WORD.findall((text or "").lower())
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``, each ending in its punctuation (a missing final stop is added)."""
+    parts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", (text or "").strip()) if p.strip()]
+    return [p if p[-1] in ".!?" else p + "." for p in parts]
+
+
 def split_identifier(name: str) -> str:
     """``bookTable`` / ``book_table`` -> ``book table``."""
     return CAMEL.sub(" ", name or "").replace("_", " ")

@@ -17,7 +17,7 @@ from workflows.bindings import schema_errors
 from workflows.pdl import BUILTIN_ANSWERS, TEMPLATE_VAR, Workflow
 from workflows.procedure import Call, If, Procedure, While
 from workflows.semantics import UNKNOWN, Scope, decided, evaluate
-from workflows.text import content_words
+from workflows.text import content_words, sentences
 
 from ..experience import broken, describe, provider_of, unmet
 from ..frames import Frame, successful_calls
@@ -188,7 +188,12 @@ def check_claim(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv) -
     run — e.g. "Booked! Your reference is ..." before any booking — inherits that ANSWER's dependency."""
     if p.get("kind") != "reply" or wf is None or wf.answer(p.get("name", "")) is not None:
         return _verdict("reply_claim", p)
-    said = _content_words(p.get("text") or "")
+    text = p.get("text") or ""
+    if (p.get("args") or {}).get("slots"):
+        # An ask for values: its questions request, they claim nothing — a re-ask after a failed call
+        # names that call and the slot ("the card ending in ..."), which an ANSWER's template shares.
+        text = " ".join(s for s in sentences(text) if not s.endswith("?"))
+    said = _content_words(text)
     executed = set(frame.get("executed") or [])
     for ans in wf.answers:
         missing = [d for d in ans.precondition if d not in executed]
