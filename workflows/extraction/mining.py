@@ -62,6 +62,8 @@ class MiningConfig:
     enum_max: int = 12  # an argument with at most this many distinct values, each repeated, is an enum
     enum_closed: int = 30  # so is one with at most this many whose values recur ``enum_recur`` times on average
     enum_recur: float = 10.0
+    example_share: float = 0.5  # free-text values this often written with digits and more: quote their spelling
+    examples: int = 3  # (this many of the most frequent)
     param_share: float = 0.1  # an argument given this often is a parameter
     required_share: float = 0.95  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
@@ -552,8 +554,22 @@ def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
             or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts)
                 and all(re.search(r"[A-Za-z]", v) for v in counts))):  # recurring numbers are codes, not a set
         return Slot(name=name, description=description, type="enum", enum=sorted(counts), required=False)
+    if kind == "string":
+        description += _written_examples(counts, cfg)
     return Slot(name=name, description=description, type={"boolean": "boolean", "integer": "integer",
                                                           "number": "number"}.get(kind, "string"), required=False)
+
+
+def _written_examples(counts: Counter, cfg: MiningConfig) -> str:
+    """``, e.g. "4 pm", "6 pm"`` when the values are written with digits mixed with words or signs (a time
+    as "4 pm", a date as "31/06/1996" or "15th"): the API was given them in that spelling, and a slot
+    reader that sees the spelling keeps it rather than its own normal form ("16:00", which the API does
+    not know).  Plain numbers and words need no example."""
+    mixed = [v for v in counts if re.search(r"\d", v) and re.search(r"[^\d]", v.strip())]
+    if sum(counts[v] for v in mixed) < cfg.example_share * sum(counts.values()):
+        return ""
+    top = sorted(mixed, key=lambda v: (-counts[v], v))[:cfg.examples]
+    return ", e.g. " + ", ".join(f'"{v.strip()}"' for v in top)
 
 
 def _abstract(text: str, values: dict[str, Any]) -> str:
