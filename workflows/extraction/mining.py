@@ -65,7 +65,7 @@ class MiningConfig:
     example_share: float = 0.5  # free-text values this often written with digits and more: quote their spelling
     examples: int = 3  # (this many of the most frequent)
     param_share: float = 0.1  # an argument given this often is a parameter
-    required_share: float = 0.95  # an argument given this often is a required parameter
+    required_share: float = 0.85  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
     pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
@@ -553,11 +553,25 @@ def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
             (len(counts) <= cfg.enum_max and min(counts.values()) >= 2 and len(values) >= 5 * len(counts))
             or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts)
                 and all(re.search(r"[A-Za-z]", v) for v in counts))):  # recurring numbers are codes, not a set
-        return Slot(name=name, description=description, type="enum", enum=sorted(counts), required=False)
+        return Slot(name=name, description=description, type="enum", enum=sorted(_spellings(values)),
+                    required=False)
     if kind == "string":
         description += _written_examples(counts, cfg)
     return Slot(name=name, description=description, type={"boolean": "boolean", "integer": "integer",
                                                           "number": "number"}.get(kind, "string"), required=False)
+
+
+def _spellings(values: list[Any]) -> Counter:
+    """The values' counts, each value under its most frequent spelling: agents type " Ben", "ben" and
+    "Ben" for one value, and an enum of all three would hand the API whichever the reader meets first."""
+    raw = Counter(str(v).strip() for v in values)
+    spelt: dict[str, str] = {}
+    for v, _ in sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])):
+        spelt.setdefault(v.casefold(), v)
+    out: Counter = Counter()
+    for v, c in raw.items():
+        out[spelt[v.casefold()]] += c
+    return out
 
 
 def _written_examples(counts: Counter, cfg: MiningConfig) -> str:
