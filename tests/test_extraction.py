@@ -337,3 +337,21 @@ def test_a_rare_step_in_a_fixed_place_is_kept_and_a_task_s_own_farewell_is_not()
     assert "bye" not in graph.nodes  # ends every run, after inform_ok or inform_none
     assert {"inform_ok", "inform_none"} <= set(graph.nodes)  # each ends conversations, but follows the call
     assert "ask_rare" not in mine_graph(trs, contested={"ask_rare"}).nodes
+
+
+def test_paired_interval_brackets_the_ratio_and_pairs_goals_by_dialogue():
+    """The session ratio's bootstrap: goals pair by (task, dialogue) whatever terminal step each library
+    names; the interval holds the observed ratio and narrows with more goals."""
+    from evals.extraction import paired_interval
+
+    def goals(n: int, ex_ok: int, gold_ok: int):
+        ex = {("t", str(i)): ("t", i < ex_ok) for i in range(n)}
+        gold = {("t", str(i)): ("t", i < gold_ok) for i in range(n)}
+        return ex, gold
+
+    few = paired_interval(*goals(4, 2, 3))
+    many = paired_interval(*goals(40, 20, 30))
+    assert few["goals"] == 4 and many["goals"] == 40
+    assert many["ratio"][0] <= 2 / 3 <= many["ratio"][1]
+    assert many["ratio"][1] - many["ratio"][0] < few["ratio"][1] - few["ratio"][0]
+    assert paired_interval({("t", "1"): ("t", True)}, {})["goals"] == 0
