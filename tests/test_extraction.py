@@ -355,3 +355,26 @@ def test_paired_interval_brackets_the_ratio_and_pairs_goals_by_dialogue():
     assert many["ratio"][0] <= 2 / 3 <= many["ratio"][1]
     assert many["ratio"][1] - many["ratio"][0] < few["ratio"][1] - few["ratio"][0]
     assert paired_interval({("t", "1"): ("t", True)}, {})["goals"] == 0
+
+
+def test_a_dead_end_outcome_rejoins_where_its_sibling_closes():
+    """After a failed booking the agent closes as after a successful one: the failure outcome, left without
+    a successor (its usual way is a re-run, not the procedure), rejoins its sibling's closing step when
+    conversations take that way too — and not without them."""
+    from workflows.extraction.mining import MiningConfig, StepOcc, mine_graph
+    from workflows.extraction.transcripts import ApiCall
+
+    def conv(found: bool, after: list[str]) -> list[StepOcc]:
+        call = StepOcc("book", api=ApiCall(name="reserve", args={"Name": "x"},
+                                           result={"Status": "ok"} if found else {}))
+        head = [StepOcc("ask_name"), call, StepOcc("booked" if found else "failed")]
+        return head + [StepOcc(n) if n != "book" else conv(True, [])[1] for n in after]
+
+    trs = [conv(True, ["anything_else"]) for _ in range(10)]
+    trs += [conv(False, ["ask_name", "book", "booked", "anything_else"]) for _ in range(6)]
+    closing = [conv(False, ["anything_else"]) for _ in range(3)]
+    graph = mine_graph(trs + closing)
+    assert graph.labels["book", "failed"] and ("booked", "anything_else") in graph.edges
+    assert ("failed", "anything_else") in graph.edges
+    assert ("failed", "anything_else") not in mine_graph(trs + closing, MiningConfig(rejoin=False)).edges
+    assert ("failed", "anything_else") not in mine_graph(trs).edges  # no conversation goes that way

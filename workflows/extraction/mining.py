@@ -74,6 +74,7 @@ class MiningConfig:
     closing: float = 0.9  # a step ending this share of the conversations performing it is a closing
     closing_min: int = 5  # (over at least this many conversations)
     closing_pred: float = 0.5  # and following no one step in more than this share of its runs
+    rejoin: bool = True  # a call's dead-end outcome rejoins where its sibling outcome closes (see mine_graph)
     loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
@@ -514,6 +515,21 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             break
         if not placed:
             break
+    # the outcomes of one call rejoin (block structure, as an inductive miner's exclusive choice): an
+    # outcome the graph leaves as a dead end goes on to where its sibling outcome ends the procedure, when
+    # conversations take that way too — after a failed booking the agent closes as after a successful one
+    if cfg.rejoin:
+        for a in [x for x in api_of if x in graph.nodes]:
+            outs = [b for (x, b) in graph.edges if x == a and (x, b) in graph.labels]
+            ends = {b: [c for (x, c) in graph.edges if x == b] for b in outs}
+            for b in outs:
+                if ends[b]:
+                    continue
+                for s in outs:
+                    if s != b and len(ends[s]) == 1 and not any(x == ends[s][0] for (x, _) in graph.edges) \
+                            and dfg[b, ends[s][0]] >= cfg.edge_min:
+                        graph.edges[b, ends[s][0]] = dfg[b, ends[s][0]]
+                        break
     # a choice nobody explained cannot be decided by an executor: the usual way only
     for a in {x for (x, _) in graph.edges}:
         plain = [b for (x, b) in graph.edges if x == a and (x, b) not in graph.labels]
