@@ -236,7 +236,13 @@ TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningCo
                "task performs them more often; the foreign-step ratio 2.5; ties went to the setting that changes "
                "fewer steps); the first two were also checked on next-action over train-split dialogues, the later "
                "rules were chosen on structure alone and next-action was only re-measured; dev dialogues only "
-               "produce this report. Not strictly blind: per-task structure of all 24 tasks was printed during the error analysis, "
+               "produce this report. Later rules, each checked on the structure of the 18 tasks and the 6 held out: "
+               "a call's dead-end outcome rejoins where its sibling outcome closes when >= 2 conversations go that "
+               "way (structure; it adds only chart edges: hotel_book, plane_book, restaurant_book); for the sessions, "
+               "free-text values written with digits quote their spelling in the slot description, enum values "
+               "merge spellings, and an argument given in >= 85% of the train calls is required (was 95%: the "
+               "train shares fall either >= 0.81 or <= 0.72) — found by reading dev session traces, so the session "
+               "figures after them are not blind. Not strictly blind: per-task structure of all 24 tasks was printed during the error analysis, "
                "so the held-out row is an indication, not a clean test.")
 
 ERROR_NOTE = ("What the remaining errors are (train traces vs the flowcharts): (1) the wizards ask in another order "
