@@ -83,6 +83,7 @@ def test_slot_definitions_say_what_the_reader_needs():
     hours = [f"{h} pm" for h in range(1, 13)] * 12
     assert _slot("StartTimeHour", hours, cfg).type == "enum"
     assert _slot("AccountNumber", [str(1000 + i) for i in range(13)] * 12, cfg).type == "string"
+    assert _slot("Host", ["Ben", " Ben", "ben", "Ann"] * 5, cfg).enum == ["Ann", "Ben"]  # one spelling each
     assert "e.g." not in _slot("AccountNumber", [str(1000 + i) for i in range(13)] * 12, cfg).description
     # hours too varied for a set keep the spelling the API was given ("4 pm", not the reader's "16:00")
     rare = _slot("ArrivalTime", [f"{h} pm" for h in range(1, 12)] * 2 + ["4 pm"], cfg)

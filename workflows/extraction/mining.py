@@ -20,10 +20,12 @@
    the user's answer: whether it contains a value the latest call returned (``correct``/``incorrect``),
    else its yes/no as the executor's own detector reads it (``polarity``, passed in), else (no detector)
    the word most specific to the answers that led there.
-   Unexplained successors are dropped; the most frequent one is the default (``else``).
+   Unexplained successors are dropped; the most frequent one is the default (``else``).  An outcome
+   left as a dead end rejoins where its sibling outcome closes, when conversations go that way.
 5. The workflow: slots and API parameters from the call arguments (types from the values, required
-   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``; described
-   in words, enums when their values form a closed set of words); the slot an asking reply collects =
+   when given in most calls, constant ones fixed per call node as ``# node: Arg = value``; described
+   in words with the spelling of values written with digits quoted, enums when their values form a
+   closed set of words); the slot an asking reply collects =
    the argument whose later value the user's reply contains most often (lower confidence bound);
    ANSWER templates = the agent's most frequent phrasing with slot/result values replaced by
    ``${Name}``; the procedure compiled from the graph by ``importers.mermaid.compile_graph`` (loops,
