@@ -61,7 +61,7 @@ def structure(graphs: dict, gold: dict) -> dict[str, Any]:
 
 
 def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: int = 0,
-        embedder: str = "", sessions_per_task: int = 4, sessions_out: Path | None = None) -> dict[str, Any]:
+        embedder: str = "", sessions_per_task: int = 10, sessions_out: Path | None = None) -> dict[str, Any]:
     from evals.next_action import run as next_action_run
     from workflows.extraction.extract import extract_library
     from workflows.extraction.mining import MiningConfig
@@ -110,6 +110,7 @@ def run(data: Path, out_lib: Path, dev_limit: int = 0, every: int = 1, select: i
             "ratio": wf_ex / wf_gold if wf_gold else None,
             "session_success_extracted": ss_ex, "session_success_gold": ss_gold,
             "session_ratio": ss_ex / ss_gold if ss_ex is not None and ss_gold else None,
+            "session_ratio_interval": sessions["interval"]["ratio"] if sessions else None,
             "extract_seconds": round(extract_s, 1), "tasks": len(res.workflows),
         },
         "sessions": sessions,
@@ -129,8 +130,53 @@ def subflow_sessions(data: Path, extracted: Path, gold: Path, per_task: int, out
                               title=f"Sub-flow simulation: STAR dialogues' goals, {name} workflows")
         res[name] = {"summary": m["summary"], "by_workflow": {w: v["success"] for w, v in m["by_workflow"].items()},
                      "goals": m["goals"]["count"]}
+    outcomes = {name: _outcomes(base / f"sessions-{name}" / "sessions.jsonl") for name in ("extracted", "gold")}
+    res["interval"] = paired_interval(outcomes["extracted"], outcomes["gold"])
     res["per_task"] = per_task
     return res
+
+
+def _outcomes(log: Path) -> dict[tuple[str, str], tuple[str, bool]]:
+    """(task, dialogue) -> (task, success) from a session log (one seed, one category: one line per goal;
+    a goal's id names the library's own terminal step, so the libraries' goals pair by their dialogue)."""
+    import json
+
+    out = {}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        out[r["workflow"], r["branch"].rsplit("@", 1)[-1]] = (r["workflow"], bool(r["success"]))
+    return out
+
+
+def paired_interval(extracted: dict[Any, tuple[str, bool]], gold: dict[Any, tuple[str, bool]],
+                    resamples: int = 2000, level: float = 0.9, seed: int = 0) -> dict[str, Any]:
+    """Percentile bootstrap of the success of each library and of their ratio, resampling the goals both
+    libraries faced within each task (paired: one draw decides both; stratified: every task keeps its
+    number of goals, as the sampling made them).  With a few goals per task one session moves a task's
+    figure by a large step: the interval says how far the ratio can move on another draw of dialogues."""
+    import random
+
+    by_task: dict[str, list[tuple[bool, bool]]] = {}
+    for goal, (task, ok) in extracted.items():
+        if goal in gold:
+            by_task.setdefault(task, []).append((ok, gold[goal][1]))
+    rng = random.Random(seed)
+    ex, go, ratio = [], [], []
+    for _ in range(resamples if by_task else 0):
+        e = g = n = 0
+        for pairs in by_task.values():
+            for a, b in (rng.choice(pairs) for _ in pairs):
+                e, g, n = e + a, g + b, n + 1
+        ex.append(e / n), go.append(g / n)
+        if g:
+            ratio.append(e / g)
+
+    def bounds(xs: list[float]) -> list[float]:
+        xs = sorted(xs)
+        lo, hi = (1 - level) / 2, 1 - (1 - level) / 2
+        return [round(xs[int(lo * (len(xs) - 1))], 3), round(xs[int(hi * (len(xs) - 1))], 3)] if xs else []
+    return {"level": level, "resamples": resamples, "goals": sum(map(len, by_task.values())),
+            "extracted": bounds(ex), "gold": bounds(go), "ratio": bounds(ratio)}
 
 
 def run_abcd(data: Path, out_lib: Path) -> dict[str, Any]:
@@ -190,7 +236,13 @@ TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningCo
                "task performs them more often; the foreign-step ratio 2.5; ties went to the setting that changes "
                "fewer steps); the first two were also checked on next-action over train-split dialogues, the later "
                "rules were chosen on structure alone and next-action was only re-measured; dev dialogues only "
-               "produce this report. Not strictly blind: per-task structure of all 24 tasks was printed during the error analysis, "
+               "produce this report. Later rules, each checked on the structure of the 18 tasks and the 6 held out: "
+               "a call's dead-end outcome rejoins where its sibling outcome closes when >= 2 conversations go that "
+               "way (structure; it adds only chart edges: hotel_book, plane_book, restaurant_book); for the sessions, "
+               "free-text values written with digits quote their spelling in the slot description, enum values "
+               "merge spellings, and an argument given in >= 85% of the train calls is required (was 95%: the "
+               "train shares fall either >= 0.81 or <= 0.72) — found by reading dev session traces, so the session "
+               "figures after them are not blind. Not strictly blind: per-task structure of all 24 tasks was printed during the error analysis, "
                "so the held-out row is an indication, not a clean test.")
 
 ERROR_NOTE = ("What the remaining errors are (train traces vs the flowcharts): (1) the wizards ask in another order "
@@ -229,12 +281,21 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         ["session success, extracted", _or_na(s.get("session_success_extracted")), ""],
         ["session success, gold", _or_na(s.get("session_success_gold")), ""],
         ["session success ratio extracted / gold", _or_na(s.get("session_ratio")), "≥ 0.9"],
+        *([[f"session ratio, {ci['level']:.0%} interval (paired bootstrap over goals)",
+            f"{ci['ratio'][0]:.3f} – {ci['ratio'][1]:.3f}", ""]]
+          if (ci := (metrics.get("sessions") or {}).get("interval")) and ci.get("ratio") else []),
         ["extraction seconds", s["extract_seconds"], "< 120"]])
     rep.text(SESSION_NOTE)
     ses = metrics.get("sessions")
     if ses:
-        rep.text(f"Sub-flow simulation: {ses['extracted']['goals']} goals ({ses['per_task']} dev dialogues per task, "
-                 "one seed, no out-of-workflow move). Full session reports: sessions-extracted/ and sessions-gold/.")
+        ci = ses.get("interval") or {}
+        rep.text(f"Sub-flow simulation: {ses['extracted']['goals']} goals (up to {ses['per_task']} dev dialogues per "
+                 "task, one seed, no out-of-workflow move). Full session reports: sessions-extracted/ and "
+                 "sessions-gold/." + (
+                     f" {ci['level']:.0%} intervals by a paired bootstrap over the goals within each task "
+                     f"({ci['resamples']} draws): extracted {ci['extracted'][0]:.3f} – {ci['extracted'][1]:.3f}, "
+                     f"gold {ci['gold'][0]:.3f} – {ci['gold'][1]:.3f}, ratio {ci['ratio'][0]:.3f} – "
+                     f"{ci['ratio'][1]:.3f}." if ci.get("ratio") else ""))
         wfs = sorted(set(ses["extracted"]["by_workflow"]) | set(ses["gold"]["by_workflow"]))
         rep.table("Sub-flow simulation per task (success)", ["task", "extracted", "gold"],
                   [[w, _or_na(ses["extracted"]["by_workflow"].get(w)), _or_na(ses["gold"]["by_workflow"].get(w))]
@@ -281,7 +342,7 @@ def extraction_command(
     every: int = typer.Option(1, "--every", help="Extract from every k-th train dialogue (sampling)."),
     select: int = typer.Option(0, "--select", help="Mine only Proc-Sim's k most representative conversations per task."),
     embedder: str = typer.Option("", "--embedder", help="Embedder for Proc-Sim (minilm); empty = none."),
-    sessions_per_task: int = typer.Option(4, "--sessions-per-task", min=0,
+    sessions_per_task: int = typer.Option(10, "--sessions-per-task", min=0,
                                           help="Sub-flow simulation: STAR dev dialogues per task (0 = skip)."),
 ) -> None:
     """Extract workflows from STAR train dialogues; compare with the gold graphs and end to end."""

@@ -83,6 +83,11 @@ def test_slot_definitions_say_what_the_reader_needs():
     hours = [f"{h} pm" for h in range(1, 13)] * 12
     assert _slot("StartTimeHour", hours, cfg).type == "enum"
     assert _slot("AccountNumber", [str(1000 + i) for i in range(13)] * 12, cfg).type == "string"
+    assert _slot("Host", ["Ben", " Ben", "ben", "Ann"] * 5, cfg).enum == ["Ann", "Ben"]  # one spelling each
+    assert "e.g." not in _slot("AccountNumber", [str(1000 + i) for i in range(13)] * 12, cfg).description
+    # hours too varied for a set keep the spelling the API was given ("4 pm", not the reader's "16:00")
+    rare = _slot("ArrivalTime", [f"{h} pm" for h in range(1, 12)] * 2 + ["4 pm"], cfg)
+    assert rare.type == "string" and rare.description == 'Arrival time, e.g. "4 pm", "1 pm", "10 pm"'
     assert _lower_bound(54, 57) > _lower_bound(7, 7) > 0.5
 
 
@@ -333,3 +338,44 @@ def test_a_rare_step_in_a_fixed_place_is_kept_and_a_task_s_own_farewell_is_not()
     assert "bye" not in graph.nodes  # ends every run, after inform_ok or inform_none
     assert {"inform_ok", "inform_none"} <= set(graph.nodes)  # each ends conversations, but follows the call
     assert "ask_rare" not in mine_graph(trs, contested={"ask_rare"}).nodes
+
+
+def test_paired_interval_brackets_the_ratio_and_pairs_goals_by_dialogue():
+    """The session ratio's bootstrap: goals pair by (task, dialogue) whatever terminal step each library
+    names; the interval holds the observed ratio and narrows with more goals."""
+    from evals.extraction import paired_interval
+
+    def goals(n: int, ex_ok: int, gold_ok: int):
+        ex = {("t", str(i)): ("t", i < ex_ok) for i in range(n)}
+        gold = {("t", str(i)): ("t", i < gold_ok) for i in range(n)}
+        return ex, gold
+
+    few = paired_interval(*goals(4, 2, 3))
+    many = paired_interval(*goals(40, 20, 30))
+    assert few["goals"] == 4 and many["goals"] == 40
+    assert many["ratio"][0] <= 2 / 3 <= many["ratio"][1]
+    assert many["ratio"][1] - many["ratio"][0] < few["ratio"][1] - few["ratio"][0]
+    assert paired_interval({("t", "1"): ("t", True)}, {})["goals"] == 0
+
+
+def test_a_dead_end_outcome_rejoins_where_its_sibling_closes():
+    """After a failed booking the agent closes as after a successful one: the failure outcome, left without
+    a successor (its usual way is a re-run, not the procedure), rejoins its sibling's closing step when
+    conversations take that way too — and not without them."""
+    from workflows.extraction.mining import MiningConfig, StepOcc, mine_graph
+    from workflows.extraction.transcripts import ApiCall
+
+    def conv(found: bool, after: list[str]) -> list[StepOcc]:
+        call = StepOcc("book", api=ApiCall(name="reserve", args={"Name": "x"},
+                                           result={"Status": "ok"} if found else {}))
+        head = [StepOcc("ask_name"), call, StepOcc("booked" if found else "failed")]
+        return head + [StepOcc(n) if n != "book" else conv(True, [])[1] for n in after]
+
+    trs = [conv(True, ["anything_else"]) for _ in range(10)]
+    trs += [conv(False, ["ask_name", "book", "booked", "anything_else"]) for _ in range(6)]
+    closing = [conv(False, ["anything_else"]) for _ in range(3)]
+    graph = mine_graph(trs + closing)
+    assert graph.labels["book", "failed"] and ("booked", "anything_else") in graph.edges
+    assert ("failed", "anything_else") in graph.edges
+    assert ("failed", "anything_else") not in mine_graph(trs + closing, MiningConfig(rejoin=False)).edges
+    assert ("failed", "anything_else") not in mine_graph(trs).edges  # no conversation goes that way

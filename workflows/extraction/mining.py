@@ -20,10 +20,12 @@
    the user's answer: whether it contains a value the latest call returned (``correct``/``incorrect``),
    else its yes/no as the executor's own detector reads it (``polarity``, passed in), else (no detector)
    the word most specific to the answers that led there.
-   Unexplained successors are dropped; the most frequent one is the default (``else``).
+   Unexplained successors are dropped; the most frequent one is the default (``else``).  An outcome
+   left as a dead end rejoins where its sibling outcome closes, when conversations go that way.
 5. The workflow: slots and API parameters from the call arguments (types from the values, required
-   when nearly always given, constant ones fixed per call node as ``# node: Arg = value``; described
-   in words, enums when their values form a closed set of words); the slot an asking reply collects =
+   when given in most calls, constant ones fixed per call node as ``# node: Arg = value``; described
+   in words with the spelling of values written with digits quoted, enums when their values form a
+   closed set of words); the slot an asking reply collects =
    the argument whose later value the user's reply contains most often (lower confidence bound);
    ANSWER templates = the agent's most frequent phrasing with slot/result values replaced by
    ``${Name}``; the procedure compiled from the graph by ``importers.mermaid.compile_graph`` (loops,
@@ -62,8 +64,10 @@ class MiningConfig:
     enum_max: int = 12  # an argument with at most this many distinct values, each repeated, is an enum
     enum_closed: int = 30  # so is one with at most this many whose values recur ``enum_recur`` times on average
     enum_recur: float = 10.0
+    example_share: float = 0.5  # free-text values this often written with digits and more: quote their spelling
+    examples: int = 3  # (this many of the most frequent)
     param_share: float = 0.1  # an argument given this often is a parameter
-    required_share: float = 0.95  # an argument given this often is a required parameter
+    required_share: float = 0.85  # an argument given this often is a required parameter
     fixed_share: float = 0.9  # an argument with one value this often at a call node is fixed there
     fixed_min: int = 5  # (over at least this many calls: one conversation fixes nothing)
     pooled: float = 0.5  # a step common to the desk needs only this share of node_support here
@@ -72,6 +76,7 @@ class MiningConfig:
     closing: float = 0.9  # a step ending this share of the conversations performing it is a closing
     closing_min: int = 5  # (over at least this many conversations)
     closing_pred: float = 0.5  # and following no one step in more than this share of its runs
+    rejoin: bool = True  # a call's dead-end outcome rejoins where its sibling outcome closes (see mine_graph)
     loops: bool = True  # a transition back to a step the conversation already ran is a loop edge, not an order
 
 
@@ -512,6 +517,21 @@ def mine_graph(trs: list[list[StepOcc]], config: MiningConfig | None = None,
             break
         if not placed:
             break
+    # the outcomes of one call rejoin (block structure, as an inductive miner's exclusive choice): an
+    # outcome the graph leaves as a dead end goes on to where its sibling outcome ends the procedure, when
+    # conversations take that way too — after a failed booking the agent closes as after a successful one
+    if cfg.rejoin:
+        for a in [x for x in api_of if x in graph.nodes]:
+            outs = [b for (x, b) in graph.edges if x == a and (x, b) in graph.labels]
+            ends = {b: [c for (x, c) in graph.edges if x == b] for b in outs}
+            for b in outs:
+                if ends[b]:
+                    continue
+                for s in outs:
+                    if s != b and len(ends[s]) == 1 and not any(x == ends[s][0] for (x, _) in graph.edges) \
+                            and dfg[b, ends[s][0]] >= cfg.edge_min:
+                        graph.edges[b, ends[s][0]] = dfg[b, ends[s][0]]
+                        break
     # a choice nobody explained cannot be decided by an executor: the usual way only
     for a in {x for (x, _) in graph.edges}:
         plain = [b for (x, b) in graph.edges if x == a and (x, b) not in graph.labels]
@@ -551,9 +571,37 @@ def _slot(name: str, values: list[Any], cfg: MiningConfig) -> Slot:
             (len(counts) <= cfg.enum_max and min(counts.values()) >= 2 and len(values) >= 5 * len(counts))
             or (len(counts) <= cfg.enum_closed and len(values) >= cfg.enum_recur * len(counts)
                 and all(re.search(r"[A-Za-z]", v) for v in counts))):  # recurring numbers are codes, not a set
-        return Slot(name=name, description=description, type="enum", enum=sorted(counts), required=False)
+        return Slot(name=name, description=description, type="enum", enum=sorted(_spellings(values)),
+                    required=False)
+    if kind == "string":
+        description += _written_examples(counts, cfg)
     return Slot(name=name, description=description, type={"boolean": "boolean", "integer": "integer",
                                                           "number": "number"}.get(kind, "string"), required=False)
+
+
+def _spellings(values: list[Any]) -> Counter:
+    """The values' counts, each value under its most frequent spelling: agents type " Ben", "ben" and
+    "Ben" for one value, and an enum of all three would hand the API whichever the reader meets first."""
+    raw = Counter(str(v).strip() for v in values)
+    spelt: dict[str, str] = {}
+    for v, _ in sorted(raw.items(), key=lambda kv: (-kv[1], kv[0])):
+        spelt.setdefault(v.casefold(), v)
+    out: Counter = Counter()
+    for v, c in raw.items():
+        out[spelt[v.casefold()]] += c
+    return out
+
+
+def _written_examples(counts: Counter, cfg: MiningConfig) -> str:
+    """``, e.g. "4 pm", "6 pm"`` when the values are written with digits mixed with words or signs (a time
+    as "4 pm", a date as "31/06/1996" or "15th"): the API was given them in that spelling, and a slot
+    reader that sees the spelling keeps it rather than its own normal form ("16:00", which the API does
+    not know).  Plain numbers and words need no example."""
+    mixed = [v for v in counts if re.search(r"\d", v) and re.search(r"[^\d]", v.strip())]
+    if sum(counts[v] for v in mixed) < cfg.example_share * sum(counts.values()):
+        return ""
+    top = sorted(mixed, key=lambda v: (-counts[v], v))[:cfg.examples]
+    return ", e.g. " + ", ".join(f'"{v.strip()}"' for v in top)
 
 
 def _abstract(text: str, values: dict[str, Any]) -> str:
