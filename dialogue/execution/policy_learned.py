@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -143,9 +144,11 @@ class PolicyError(ValueError):
 
 # --- per-workflow static view (cached) ---------------------------------------------------------------
 
-def _cwords(text: str) -> set[str]:
-    """Content words with a 4-letter stem (so "rain" meets "raining"), as the model was trained with."""
-    return stemmed(content_words(text))
+@lru_cache(maxsize=4096)
+def _cwords(text: str) -> frozenset[str]:
+    """Content words with a 4-letter stem (so "rain" meets "raining"), as the model was trained with
+    (cached: a user's message is read again at each of the agent's actions that follow it)."""
+    return frozenset(stemmed(content_words(text)))
 
 
 def _words(name: str) -> list[str]:
@@ -190,7 +193,7 @@ class _View:
                 api=api, tvars=tvars, precond=list(ans.precondition if ans else api.precondition if api else []),
                 head=[float("?" in template), len(tvars)], template=[
                     float(any(v in self.returns for v in tvars)), min(len(template.split()), 60)],
-                toks=(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node] if kind == "answer" else
+                token_set=set(self.tokens.get(node) or ()), toks=(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node] if kind == "answer" else
                       ["tok=__api__"] if kind == "api" else ["tok=__" + kind + "__"]))
         return st
 
@@ -202,6 +205,7 @@ class _Static:
     precond: list[str]
     head: list[float]  # "?" in the template, number of its variables
     template: list[float]  # a variable an API returns, template length
+    token_set: set[str]  # the node's shared name words (``_View.tokens``)
     toks: list[str]  # token features (an API candidate adds its fixed values)
 
 
@@ -310,11 +314,10 @@ def allowed_actions(wf: Workflow, interp: Interpreter, frame: Frame | dict, rule
     # calls the ranker may make on its own (see ``ranker_may_call``); the rules' own call is always there
     open_calls = not called_since_user(messages)
     asked = set(asked_slots(rules, view, values))
-    for s in view.sites:
-        api = wf.api(s.name)
-        if api is None or any(p not in executed for p in api.precondition):
-            continue
-        args, missing = interp.call_args(frame, s.name, s.args, s.fixed)
+    sites = [(s, api) for s in view.sites if (api := wf.api(s.name)) is not None
+             and all(p in executed for p in api.precondition)]
+    for (s, api), (args, missing) in zip(sites, interp.calls_args(frame, [(s.name, s.args, s.fixed)
+                                                                          for s, _ in sites])):
         if open_calls and ranker_may_call(api, args, asked, frame):
             add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
                           build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a,
@@ -432,10 +435,15 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     prev_tokens = ["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))]
     rules = cands[0] if cands else None
     rows, toks = [], []
+    runs = Counter(executed)
+    last_at: dict[str, int] = {}
+    for k, n in enumerate(reversed(executed)):
+        last_at.setdefault(n, k)  # nodes run: how many steps ago they last ran (``_since``)
+    last_tokens = set(view.tokens.get(last) or ())
     for c in cands:
         kind = [float(c.kind == k) for k in KINDS]
         node = c.name
-        run = executed.count(node)
+        run = runs[node]
         st = view.static(wf, c.kind, node)
         api, tvars, precond = st.api, st.tvars, st.precond
         targets = view.targets.get(node, []) if c.kind == "answer" else list(c.missing) if c.kind == "request" else []
@@ -466,7 +474,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         rows.append(kind + [
             float(c.is_rules), float(is_next), same_kind,
             run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
-            _since(executed, lambda n: n == node),
+            last_at.get(node, -1),
             *st.head, (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0, *st.template,
             float(all(p in executed for p in precond)), len(precond),
             len(targets), len(missing_t),
@@ -478,7 +486,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             *api_f,
             _sim(user_words, view.words.get(node, set())), _sim(user_words, view.name_words.get(node, set())),
             _sim(prev_words, view.words.get(node, set())),
-            _sim(set(view.tokens.get(last) or ()), set(view.tokens.get(node) or ())),
+            _sim(last_tokens, st.token_set),
             *turn,
         ])
         toks.append(st.toks + ["tok=" + str(v).lower() for v in c.fixed.values()] + prev_tokens
@@ -495,7 +503,7 @@ def intent_columns(toks: list[list[str]], probs: dict[str, float] | None) -> lis
     """INTENT_FEATURES per candidate: the intent model's probabilities of the candidate's own words."""
     out = []
     for ts in toks:
-        ps = [probs[t] for t in ts if not t.startswith("prev=") and t in probs] if probs else []
+        ps = [probs[t] for t in ts if t in probs and not t.startswith("prev=")] if probs else []
         gen = next((probs[t] for t in ts if t.startswith("gen=") and t in probs), -1.0) if probs else -1.0
         out.append([max(ps), sum(ps) / len(ps), min(ps), gen, len(ps)] if ps else [-1.0, -1.0, -1.0, gen, 0.0])
     return out
@@ -513,11 +521,10 @@ def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None
         X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
         X[:, nb:nb + ni] = np.asarray(intent_columns(tf.toks, probs), dtype=np.float32)
     col = col if col is not None else {n: i for i, n in enumerate(names)}
-    for r, ts in enumerate(tf.toks):
-        for t in ts:
-            j = col.get(t)
-            if j is not None:
-                X[r, j] = 1.0
+    at = [(r, j) for r, ts in enumerate(tf.toks) for t in ts if (j := col.get(t)) is not None]
+    if at:
+        rows, cols = zip(*at)
+        X[list(rows), list(cols)] = 1.0
     return X
 
 
