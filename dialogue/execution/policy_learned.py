@@ -114,7 +114,7 @@ class Gate(BaseModel):
     node names it knows (``familiarity``: the share of the workflow's ANSWER nodes with a name word among the
     model's token features, at least the lowest a training task reaches when left out of the vocabulary),
     and only by a score margin above which, on cross-fitted training turns, the procedure's step was
-    almost never what the logged agent did (``rules_right``).  A gated ranker also leaves two steps to the
+    rarely what the logged agent did (``rules_right``, at most ``evals.train_executor.GATE_RULES_RIGHT``).  A gated ranker also leaves two steps to the
     procedure (``_leaves_collection``): while the rules collect values nothing but another way of asking
     for one of them, no question the workflow already asked.  Why: whole sessions with simulated users
     dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
