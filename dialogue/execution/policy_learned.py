@@ -114,9 +114,10 @@ class Gate(BaseModel):
     node names it knows (``familiarity``: the share of the workflow's ANSWER nodes with a name word among the
     model's token features, at least the lowest a training task reaches when left out of the vocabulary),
     and only by a score margin above which, on cross-fitted training turns, the procedure's step was
-    rarely what the logged agent did (``rules_right``, at most ``evals.train_executor.GATE_RULES_RIGHT``).  A gated ranker also leaves two steps to the
-    procedure (``_leaves_collection``): while the rules collect values nothing but another way of asking
-    for one of them, no question the workflow already asked.  Why: whole sessions with simulated users
+    rarely what the logged agent did (``rules_right``, at most ``evals.train_executor.GATE_RULES_RIGHT``).
+    A gated ranker also leaves two steps to the procedure (``_leaves_collection``): while the rules
+    collect values nothing but another way of asking for one of them, no question the workflow already
+    asked.  Why: whole sessions with simulated users
     dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
     goals) and do not with the gate (README, "Next action on STAR")."""
 
@@ -193,8 +194,9 @@ class _View:
                 api=api, tvars=tvars, precond=list(ans.precondition if ans else api.precondition if api else []),
                 head=[float("?" in template), len(tvars)], template=[
                     float(any(v in self.returns for v in tvars)), min(len(template.split()), 60)],
-                token_set=set(self.tokens.get(node) or ()), toks=(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node] if kind == "answer" else
-                      ["tok=__api__"] if kind == "api" else ["tok=__" + kind + "__"]))
+                token_set=set(self.tokens.get(node) or ()),
+                toks=(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node] if kind == "answer"
+                      else ["tok=__api__"] if kind == "api" else ["tok=__" + kind + "__"]))
         return st
 
 
