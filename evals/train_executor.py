@@ -30,10 +30,12 @@ from evals.datasets.star_actions import label_of, replay
 from workflows.extraction.star import iter_dialogues, star_dir
 
 MIN_TASKS = 3
-PARAMS = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 40,
+# 100 trees of 15 leaves: the ranker's cost per scored turn is mostly its trees (300 x 31 before, the same
+# dev accuracy within 0.003 on a 1-in-10 sample, a third of the predict time).
+PARAMS = {"objective": "lambdarank", "learning_rate": 0.15, "num_leaves": 15, "min_data_in_leaf": 40,
           "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1, "lambda_l2": 1.0,
           "lambdarank_truncation_level": 5, "eval_at": [1], "verbose": -1, "seed": 7, "num_threads": 2}
-ROUNDS = 300
+ROUNDS = 100
 
 
 @dataclass
@@ -182,10 +184,12 @@ def _intent_model(turns: list[TurnRows], vocab: list[str], min_tasks: int):
     return inputs, targets, IntentModel
 
 
-# An override of the procedure must be where logged agents almost never did the procedure's step: at most
-# this share of the overrides at or above the gate's margin had the rules' proposal as the logged action
-# (cross-fitted train).  The procedure is what completes a user's goal; a step agents do is kept.
-GATE_RULES_RIGHT = 0.02
+# An override of the procedure must be where logged agents rarely did the procedure's step: at most this
+# share of the overrides at or above the gate's margin had the rules' proposal as the logged action
+# (cross-fitted train).  0.02 (the margin 2.0) kept the procedure's step where the ranker was right more often
+# than not: dev wF1 0.531 against 0.557 at 0.10 (1-in-10 sample), with the same sessions on FlowBench, the demo
+# and a STAR sample; what protects a user's goal is the familiarity gate and ``_leaves_collection``.
+GATE_RULES_RIGHT = 0.1
 
 
 def _answer_tokens(turns: list[TurnRows]) -> dict[str, dict[str, list[str]]]:

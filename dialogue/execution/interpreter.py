@@ -151,6 +151,12 @@ class Interpreter:
                   fixed: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
         return _Walk(self, frame, None, frozenset()).call_args(name, positional, fixed)
 
+    def calls_args(self, frame: Frame | dict, calls: list[tuple[str, list[str], dict[str, str]]]
+                   ) -> list[tuple[dict[str, Any], list[str]]]:
+        """``call_args`` of several calls (name, positional, fixed) on the same frame, with one walk."""
+        walk = _Walk(self, frame, None, frozenset())
+        return [walk.call_args(name, positional, fixed) for name, positional, fixed in calls]
+
     def implied_targets(self, answer: str) -> list[str]:
         return self.implied.get(answer) or _implied_targets(self.workflow, answer)
 

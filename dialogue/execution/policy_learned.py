@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -113,9 +114,10 @@ class Gate(BaseModel):
     node names it knows (``familiarity``: the share of the workflow's ANSWER nodes with a name word among the
     model's token features, at least the lowest a training task reaches when left out of the vocabulary),
     and only by a score margin above which, on cross-fitted training turns, the procedure's step was
-    almost never what the logged agent did (``rules_right``).  A gated ranker also leaves two steps to the
-    procedure (``_leaves_collection``): while the rules collect values nothing but another way of asking
-    for one of them, no question the workflow already asked.  Why: whole sessions with simulated users
+    rarely what the logged agent did (``rules_right``, at most ``evals.train_executor.GATE_RULES_RIGHT``).
+    A gated ranker also leaves two steps to the procedure (``_leaves_collection``): while the rules
+    collect values nothing but another way of asking for one of them, no question the workflow already
+    asked.  Why: whole sessions with simulated users
     dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
     goals) and do not with the gate (README, "Next action on STAR")."""
 
@@ -143,9 +145,11 @@ class PolicyError(ValueError):
 
 # --- per-workflow static view (cached) ---------------------------------------------------------------
 
-def _cwords(text: str) -> set[str]:
-    """Content words with a 4-letter stem (so "rain" meets "raining"), as the model was trained with."""
-    return stemmed(content_words(text))
+@lru_cache(maxsize=4096)
+def _cwords(text: str) -> frozenset[str]:
+    """Content words with a 4-letter stem (so "rain" meets "raining"), as the model was trained with
+    (cached: a user's message is read again at each of the agent's actions that follow it)."""
+    return frozenset(stemmed(content_words(text)))
 
 
 def _words(name: str) -> list[str]:
@@ -174,6 +178,37 @@ class _View:
     words: dict[str, set[str]]  # answer -> content words of its template
     name_words: dict[str, set[str]]  # answer -> content words of its name and targets' descriptions
     returns: set[str]
+    apis: frozenset = frozenset()  # the workflow's API names
+    asks: frozenset = frozenset()  # nodes that ask the user for something (request_information included)
+    statics: dict = field(default_factory=dict)  # (kind, node) -> _Static, filled on first use
+
+    def static(self, wf: Workflow, kind: str, node: str) -> "_Static":
+        """What a candidate's features read from the workflow alone (the same in every turn)."""
+        st = self.statics.get((kind, node))
+        if st is None:
+            ans = wf.answer(node) if kind == "answer" else None
+            api = wf.api(node) if kind == "api" else None
+            template = ans.template if ans else ""
+            tvars = list(ans.variables) if ans else []
+            st = self.statics[(kind, node)] = _Static(
+                api=api, tvars=tvars, precond=list(ans.precondition if ans else api.precondition if api else []),
+                head=[float("?" in template), len(tvars)], template=[
+                    float(any(v in self.returns for v in tvars)), min(len(template.split()), 60)],
+                token_set=set(self.tokens.get(node) or ()),
+                toks=(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node] if kind == "answer"
+                      else ["tok=__api__"] if kind == "api" else ["tok=__" + kind + "__"]))
+        return st
+
+
+@dataclass
+class _Static:
+    api: Any
+    tvars: list[str]
+    precond: list[str]
+    head: list[float]  # "?" in the template, number of its variables
+    template: list[float]  # a variable an API returns, template length
+    token_set: set[str]  # the node's shared name words (``_View.tokens``)
+    toks: list[str]  # token features (an API candidate adds its fixed values)
 
 
 _VIEWS: dict[tuple[str, str], _View] = {}
@@ -205,7 +240,8 @@ def view_of(wf: Workflow, interp: Interpreter) -> _View:
         name_words[a.name] = _cwords(" ".join(tokens[a.name]) + " " + descs)
     returns = {r for api in wf.apis for r in api.returns}
     v = _View(max([c.line for c in calls] or [1]), lines, sorted({c.line for c in calls}), sites, tokens, targets,
-              words, name_words, returns)
+              words, name_words, returns, frozenset(a.name for a in wf.apis),
+              frozenset({a for a, t in targets.items() if t} | {"request_information"}))
     _VIEWS[key] = v
     return v
 
@@ -280,11 +316,10 @@ def allowed_actions(wf: Workflow, interp: Interpreter, frame: Frame | dict, rule
     # calls the ranker may make on its own (see ``ranker_may_call``); the rules' own call is always there
     open_calls = not called_since_user(messages)
     asked = set(asked_slots(rules, view, values))
-    for s in view.sites:
-        api = wf.api(s.name)
-        if api is None or any(p not in executed for p in api.precondition):
-            continue
-        args, missing = interp.call_args(frame, s.name, s.args, s.fixed)
+    sites = [(s, api) for s in view.sites if (api := wf.api(s.name)) is not None
+             and all(p in executed for p in api.precondition)]
+    for (s, api), (args, missing) in zip(sites, interp.calls_args(frame, [(s.name, s.args, s.fixed)
+                                                                          for s, _ in sites])):
         if open_calls and ranker_may_call(api, args, asked, frame):
             add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
                           build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a,
@@ -366,7 +401,9 @@ class TurnFeatures:
 
 
 def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
-             cands: list[Candidate], nxt) -> TurnFeatures:
+             cands: list[Candidate], nxt, n_candidates: int | None = None) -> TurnFeatures:
+    """The features of ``cands`` (the rules' proposal first); ``n_candidates``: how many actions the turn
+    allows when ``cands`` are only those the caller will score (a feature of the turn)."""
     view = view_of(wf, interp)
     executed = list(frame.get("executed") or [])
     values = _values(frame)
@@ -377,8 +414,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     since_user, last_type, prev_text = _messages_since_user(messages)
     prev_words = _cwords(prev_text)
     last = executed[-1] if executed else ""
-    is_api = {a.name for a in wf.apis}
-    asks = {a for a, t in view.targets.items() if t} | {"request_information"}
+    is_api, asks = view.apis, view.asks
     last_line = view.lines.get(last, 0)
     after = [ln for ln in view.sorted_lines if ln > last_line]
     pending = list(frame.get("asked") or [])  # what the last question asked for
@@ -395,20 +431,23 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         float(bool(reading.get("info_missing"))), float(bool(CLOSING_USER.search(message))),
         float(bool(GOODBYE.search(message))), float(bool(GREETING_ONLY.match(message))) if message else 0.0,
         min(len(message.split()), 60),
-        (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0, len(cands), items,
+        (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0,
+        len(cands) if n_candidates is None else n_candidates, items,
     ]
     prev_tokens = ["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))]
     rules = cands[0] if cands else None
     rows, toks = [], []
+    runs = Counter(executed)
+    last_at: dict[str, int] = {}
+    for k, n in enumerate(reversed(executed)):
+        last_at.setdefault(n, k)  # nodes run: how many steps ago they last ran (``_since``)
+    last_tokens = set(view.tokens.get(last) or ())
     for c in cands:
         kind = [float(c.kind == k) for k in KINDS]
         node = c.name
-        run = executed.count(node)
-        ans = wf.answer(node) if c.kind == "answer" else None
-        api = wf.api(node) if c.kind == "api" else None
-        template = ans.template if ans else ""
-        tvars = ans.variables if ans else []
-        precond = (ans.precondition if ans else api.precondition if api else [])
+        run = runs[node]
+        st = view.static(wf, c.kind, node)
+        api, tvars, precond = st.api, st.tvars, st.precond
         targets = view.targets.get(node, []) if c.kind == "answer" else list(c.missing) if c.kind == "request" else []
         line = c.site.line if c.site else view.lines.get(node, 0)
         is_next = (nxt.kind == "api" and c.kind == "api" and nxt.name == node
@@ -437,9 +476,8 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         rows.append(kind + [
             float(c.is_rules), float(is_next), same_kind,
             run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
-            _since(executed, lambda n: n == node),
-            float("?" in template), len(tvars), (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0,
-            float(any(v in view.returns for v in tvars)), min(len(template.split()), 60),
+            last_at.get(node, -1),
+            *st.head, (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0, *st.template,
             float(all(p in executed for p in precond)), len(precond),
             len(targets), len(missing_t),
             float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)),
@@ -450,16 +488,11 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             *api_f,
             _sim(user_words, view.words.get(node, set())), _sim(user_words, view.name_words.get(node, set())),
             _sim(prev_words, view.words.get(node, set())),
-            _sim(set(view.tokens.get(last) or ()), set(view.tokens.get(node) or ())),
+            _sim(last_tokens, st.token_set),
             *turn,
         ])
-        if c.kind == "answer":
-            t = ["tok=" + w for w in view.tokens.get(node, [])] + ["gen=" + node]
-        elif c.kind == "api":
-            t = ["tok=__api__"] + ["tok=" + str(v).lower() for v in c.fixed.values()]
-        else:
-            t = ["tok=__" + c.kind + "__"]
-        toks.append(t + prev_tokens)
+        toks.append(st.toks + ["tok=" + str(v).lower() for v in c.fixed.values()] + prev_tokens
+                    if c.kind == "api" else st.toks + prev_tokens)
     prev2 = executed[-2] if len(executed) > 1 else ""
     intent = ["w=" + w for w in re.findall(r"[a-z]+(?:'[a-z]+)?", low)] + prev_tokens + [
         "prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))] + [
@@ -472,7 +505,7 @@ def intent_columns(toks: list[list[str]], probs: dict[str, float] | None) -> lis
     """INTENT_FEATURES per candidate: the intent model's probabilities of the candidate's own words."""
     out = []
     for ts in toks:
-        ps = [probs[t] for t in ts if not t.startswith("prev=") and t in probs] if probs else []
+        ps = [probs[t] for t in ts if t in probs and not t.startswith("prev=")] if probs else []
         gen = next((probs[t] for t in ts if t.startswith("gen=") and t in probs), -1.0) if probs else -1.0
         out.append([max(ps), sum(ps) / len(ps), min(ps), gen, len(ps)] if ps else [-1.0, -1.0, -1.0, gen, 0.0])
     return out
@@ -490,11 +523,10 @@ def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None
         X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
         X[:, nb:nb + ni] = np.asarray(intent_columns(tf.toks, probs), dtype=np.float32)
     col = col if col is not None else {n: i for i, n in enumerate(names)}
-    for r, ts in enumerate(tf.toks):
-        for t in ts:
-            j = col.get(t)
-            if j is not None:
-                X[r, j] = 1.0
+    at = [(r, j) for r, ts in enumerate(tf.toks) for t in ts if (j := col.get(t)) is not None]
+    if at:
+        rows, cols = zip(*at)
+        X[list(rows), list(cols)] = 1.0
     return X
 
 
@@ -522,6 +554,7 @@ class LearnedPolicy:
                               "with `flowdesk train executor`")
         self.model, self.source, self.features = model, source, model.features
         self.booster = lgb.Booster(model_str=model.booster)
+        self._predict = _predictor(self.booster)
         self._known = set(model.features)
         self._columns = {n: i for i, n in enumerate(model.features)}
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
@@ -548,7 +581,7 @@ class LearnedPolicy:
 
     def scores(self, tf: TurnFeatures):
         probs = self.model.intent.probabilities(tf.intent) if self.model.intent else None
-        return self.booster.predict(vectorize(tf, self.features, probs, self._columns), num_threads=1)
+        return self._predict(vectorize(tf, self.features, probs, self._columns))
 
     def ungated(self) -> "LearnedPolicy":
         """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""
@@ -568,11 +601,13 @@ class LearnedPolicy:
         return self._familiar[key] >= self.model.gate.min_familiarity
 
     def scored(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
-               messages: list[BaseMessage], rules: dict, found=None) -> list[tuple[Candidate, float]]:
+               messages: list[BaseMessage], rules: dict, found=None,
+               n_candidates: int | None = None) -> list[tuple[Candidate, float]]:
         """The candidates with their scores, best first (the rules' proposal is ``is_rules``); ``found``:
-        ``candidates``' answer for this very state, when the caller already has it."""
+        ``candidates``' answer for this very state, when the caller already has it (``n_candidates``: how
+        many the turn allows, when ``found`` holds only some of them)."""
         cands, nxt = found or candidates(wf, interp, frame, reading, rules, messages)
-        s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt))
+        s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt, n_candidates))
         return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
     def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
@@ -613,9 +648,13 @@ class LearnedPolicy:
                                            or executed and c.kind != "api" and c.name == executed[-1])
 
         cands = allowed_actions(wf, interp, frame, rules, messages)
-        if not rules_rejected and all(c.is_rules or passed_over(c) for c in cands):
-            return rules, 0  # nothing could replace the rules' proposal: no need to score (the ranker's cost)
-        ranked = self.scored(wf, interp, frame, reading, messages, rules, (cands, interp.next_action(frame, reading)))
+        # only what could be chosen is scored (the ranker's cost): a passed-over candidate is never taken,
+        # and a row's score does not depend on the other rows, so the order of the rest is the same
+        eligible = [c for c in cands if c.is_rules or not passed_over(c)]
+        if not rules_rejected and len(eligible) == 1:
+            return rules, 0  # nothing could replace the rules' proposal: no need to score
+        ranked = self.scored(wf, interp, frame, reading, messages, rules,
+                             (eligible, interp.next_action(frame, reading)), len(cands))
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
@@ -630,6 +669,38 @@ class LearnedPolicy:
                 return p, vetoed
             vetoed += 1
         return rules, vetoed
+
+
+def _predictor(booster) -> Callable[[Any], Any]:
+    """``booster.predict(X, num_threads=1)`` for a float32 matrix, without the Python wrapper's per-call
+    set-up (it rebuilds a predictor and re-parses the parameters on every call: a third of the ranker's
+    cost on a dozen rows).  The same LightGBM C function and arguments, so the same scores; the wrapper
+    when its C library does not expose them."""
+    import ctypes
+
+    import numpy as np
+
+    try:
+        from lightgbm.basic import _LIB, _c_str, _safe_call
+
+        fn, handle, n_features = _LIB.LGBM_BoosterPredictForMat, booster._handle, booster.num_feature()
+    except (ImportError, AttributeError):
+        return lambda X: booster.predict(X, num_threads=1)
+    params = _c_str("num_threads=1")
+    dptr = ctypes.POINTER(ctypes.c_double)
+
+    def predict(X):
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        if X.ndim != 2 or X.shape[1] != n_features:
+            return booster.predict(X, num_threads=1)
+        out, n_out = np.empty(X.shape[0], dtype=np.float64), ctypes.c_int64(0)
+        # float32 (C_API_DTYPE_FLOAT32 = 0), row-major, normal scores (C_API_PREDICT_NORMAL = 0), all iterations
+        _safe_call(fn(handle, X.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(0), ctypes.c_int32(X.shape[0]),
+                      ctypes.c_int32(n_features), ctypes.c_int(1), ctypes.c_int(0), ctypes.c_int(0),
+                      ctypes.c_int(-1), params, ctypes.byref(n_out), out.ctypes.data_as(dptr)))
+        return out
+
+    return predict
 
 
 def _leaves_collection(c: Candidate, wf: Workflow, interp: Interpreter, executed: list[str],
