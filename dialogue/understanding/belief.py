@@ -72,6 +72,8 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     if any(getattr(c, "command", "") in ("start_flow", "resume_flow", "cancel_flow", "human_handoff", "close",
                                          "chitchat") for c in commands):
         return []
+    if answers_question(frame, ev.text):
+        return []
     active = frame["workflow"]
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
     reviser = ranker.meta.get("reviser")
@@ -93,6 +95,18 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
         why = "the user corrects the pick" if is_correction(ev.text) else "later turns fit it better"
         return [ReviseFlow(workflow=target, previous=active, belief=belief, reason=why, turn=turn)]
     return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
+
+
+def answers_question(frame: dict, text: str) -> bool:
+    """The turn answers the yes/no question the active procedure waits on (the executor reads it into
+    the frame's pending condition): the procedure progresses as expected and the turn says nothing of
+    which task the user is on.  Its other words ("no, I've changed my mind") are the answer's, not a
+    request: on an unseen library they matched some other workflow's wording and the reviser left a
+    right pick.  An explicit correction ("no, I meant …") still re-verifies."""
+    from workflows.text import yes_no
+
+    conditions = [a for a in frame.get("asked") or [] if a.startswith("cond_")]
+    return bool(conditions) and yes_no(text) is not None and not is_correction(text)
 
 
 def _words_of(wf) -> set[str]:
