@@ -101,12 +101,16 @@ def answers_question(frame: dict, text: str) -> bool:
     """The turn answers the yes/no question the active procedure waits on (the executor reads it into
     the frame's pending condition): the procedure progresses as expected and the turn says nothing of
     which task the user is on.  Its other words ("no, I've changed my mind") are the answer's, not a
-    request: on an unseen library they matched some other workflow's wording and the reviser left a
-    right pick.  An explicit correction ("no, I meant …") still re-verifies."""
+    request: on an unseen library (FlowBench sessions) they matched some other workflow's wording and
+    the reviser left a right pick.  An explicit correction ("no, I meant …") or a turn that also asks for
+    something ("yes, and can you block my card") still re-verifies."""
     from workflows.text import yes_no
 
+    from .navigation import is_instruction
+
     conditions = [a for a in frame.get("asked") or [] if a.startswith("cond_")]
-    return bool(conditions) and yes_no(text) is not None and not is_correction(text)
+    return (bool(conditions) and yes_no(text) is not None and not is_correction(text)
+            and not is_instruction(text))
 
 
 def _words_of(wf) -> set[str]:
