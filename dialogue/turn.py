@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from workflows.pdl import Workflow
+from workflows.semantics import is_condition_key
 
 from .commands import ApplyEnv, Command, OutOfScope, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
@@ -54,7 +55,7 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
                                  skip_free_text="skip_question" in kinds or instruction)
     stack = apply_all(stack, added, env)
     frame = top(stack)
-    conds = [a for a in asked if a.startswith("cond_")]
+    conds = [a for a in asked if is_condition_key(a)]
     if conds and reading.get("yesno") is not None and frame is not None:
         frame = Frame(**{**frame, "conditions": {**(frame.get("conditions") or {}),
                                                  **{k: bool(reading["yesno"]) for k in conds}}})

@@ -15,6 +15,10 @@ margin: gradient-boosted trees over each alternative compared with the active wo
 said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
 splits; a revision still needs a word of the other task in the turn itself.
 
+A turn that answers the yes/no question the active procedure waits on (and neither corrects the pick
+nor asks for anything else) is not re-verified: the procedure progresses as expected, and the words
+around the answer are no evidence of another task (``answers_question``).
+
 Re-verification scores the alternatives without the "active workflow" features (the stay prior is the
 margin, not a feature that would always vote for the pick being checked).
 """
@@ -104,12 +108,12 @@ def answers_question(frame: dict, text: str) -> bool:
     request: on an unseen library (FlowBench sessions) they matched some other workflow's wording and
     the reviser left a right pick.  An explicit correction ("no, I meant …") or a turn that also asks for
     something ("yes, and can you block my card") still re-verifies."""
+    from workflows.semantics import is_condition_key
     from workflows.text import yes_no
 
     from .navigation import is_instruction
 
-    conditions = [a for a in frame.get("asked") or [] if a.startswith("cond_")]
-    return (bool(conditions) and yes_no(text) is not None and not is_correction(text)
+    return (any(is_condition_key(a) for a in frame.get("asked") or []) and yes_no(text) is not None and not is_correction(text)
             and not is_instruction(text))
 
 
