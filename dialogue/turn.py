@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from workflows.pdl import Workflow
+from workflows.semantics import is_condition_key
 
 from .commands import ApplyEnv, Command, OutOfScope, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
 from .frames import Frame, top
-from .understanding.features import IMPERATIVE, REQUEST
-from .understanding.navigation import BACK
+from .understanding.navigation import is_instruction
 from .understanding.slots import slot_commands
 
 # commands that only navigate (or say the message is no language): the message is not read as slot values
@@ -48,14 +48,14 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     if frame is None or not text:
         return stack, []
     asked = list(frame.get("asked") or [])
-    # a turn that navigates or asks for something ("back to my booking", "can you check my balance")
-    # is not the free-text answer to the pending question, even when nothing else took it
-    instruction = bool(BACK.search(text) or REQUEST.search(text) or IMPERATIVE.search(text))
+    # a turn that navigates or asks for something is not the free-text answer to the pending question,
+    # even when nothing else took it
+    instruction = is_instruction(text)
     added, found = slot_commands(text, wf, frame, asked, env.turn,
                                  skip_free_text="skip_question" in kinds or instruction)
     stack = apply_all(stack, added, env)
     frame = top(stack)
-    conds = [a for a in asked if a.startswith("cond_")]
+    conds = [a for a in asked if is_condition_key(a)]
     if conds and reading.get("yesno") is not None and frame is not None:
         frame = Frame(**{**frame, "conditions": {**(frame.get("conditions") or {}),
                                                  **{k: bool(reading["yesno"]) for k in conds}}})

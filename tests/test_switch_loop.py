@@ -229,3 +229,34 @@ def test_the_reviser_compares_each_alternative_with_the_active_pick(agent_contex
     assert revise_choice(reviser, [("transfer_money", weak), ("block_card", strong)])[0] == "block_card"
     assert revise_choice(reviser, [("block_card", weak)])[0] is None
     assert revise_choice({**reviser, "threshold": 0.999}, [("block_card", strong)])[0] is None
+
+
+def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
+    """The active procedure asked a yes/no question and the user answers it: the procedure progresses as
+    expected, so the words after the answer do not overturn the pick — unless the user corrects it or
+    also asks for something."""
+    from dialogue.frames import new_frame
+    from dialogue.understanding.belief import answers_question, revision_commands
+    from dialogue.understanding.ranker import evidence, load_ranker
+    from graph.resources import get_resources
+    from nodes.detector import dense_scorer, retriever_scorer
+
+    res = get_resources(agent_context)
+    scorer = retriever_scorer(res.retriever)
+    question = "Is it the checking account? (yes/no)"
+
+    def commands(text: str, asked: list[str]) -> list[str]:
+        frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2},
+                 "asked": asked}
+        msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
+        return [c.command for c in revision_commands(load_ranker(), frame, evidence(text, question, scorer(text)),
+                                                     res.library, ["check_balance"], 2, [], msgs, scorer,
+                                                     dense_scorer(res.retriever))]
+
+    stolen = "no, my card was stolen, please block it"
+    assert commands(stolen, []) == ["revise_flow"]  # nothing asked: the turn's words decide
+    assert answers_question({"asked": ["cond_0a1b2c3d"]}, stolen)
+    assert commands(stolen, ["cond_0a1b2c3d"]) == []  # the answer to the question asked
+    assert commands("No, I meant block my card, it was stolen", ["cond_0a1b2c3d"]) == ["revise_flow"]
+    assert commands("yes, and can you block my card, it was stolen", ["cond_0a1b2c3d"]) == ["revise_flow"]
+    assert not answers_question({"asked": ["account"]}, stolen)  # a slot question: not a yes/no answer

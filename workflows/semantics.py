@@ -51,9 +51,17 @@ def truthy(value: Any) -> bool:
     return bool(value)
 
 
+CONDITION_PREFIX = "cond_"
+
+
 def condition_key(text: str) -> str:
     """Where the user's answer to a natural-language condition is recorded (``Frame.conditions``)."""
-    return "cond_" + hashlib.sha1(text.strip().lower().encode()).hexdigest()[:8]
+    return CONDITION_PREFIX + hashlib.sha1(text.strip().lower().encode()).hexdigest()[:8]
+
+
+def is_condition_key(name: str) -> bool:
+    """``name`` (a frame's ``asked`` entry) is a yes/no condition's key, not a slot's name."""
+    return name.startswith(CONDITION_PREFIX)
 
 
 def values_view(slots: Mapping[str, Any] | None, results: Mapping[str, Any] | None) -> dict[str, Any]:

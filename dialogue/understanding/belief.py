@@ -15,6 +15,10 @@ margin: gradient-boosted trees over each alternative compared with the active wo
 said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
 splits; a revision still needs a word of the other task in the turn itself.
 
+A turn that answers the yes/no question the active procedure waits on (and neither corrects the pick
+nor asks for anything else) is not re-verified: the procedure progresses as expected, and the words
+around the answer are no evidence of another task (``answers_question``).
+
 Re-verification scores the alternatives without the "active workflow" features (the stay prior is the
 margin, not a feature that would always vote for the pick being checked).
 """
@@ -72,6 +76,8 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     if any(getattr(c, "command", "") in ("start_flow", "resume_flow", "cancel_flow", "human_handoff", "close",
                                          "chitchat") for c in commands):
         return []
+    if answers_question(frame, ev.text):
+        return []
     active = frame["workflow"]
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
     reviser = ranker.meta.get("reviser")
@@ -93,6 +99,22 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
         why = "the user corrects the pick" if is_correction(ev.text) else "later turns fit it better"
         return [ReviseFlow(workflow=target, previous=active, belief=belief, reason=why, turn=turn)]
     return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
+
+
+def answers_question(frame: dict, text: str) -> bool:
+    """The turn answers the yes/no question the active procedure waits on (the executor reads it into
+    the frame's pending condition): the procedure progresses as expected and the turn says nothing of
+    which task the user is on.  Its other words ("no, I've changed my mind") are the answer's, not a
+    request: on an unseen library (FlowBench sessions) they matched some other workflow's wording and
+    the reviser left a right pick.  An explicit correction ("no, I meant …") or a turn that also asks for
+    something ("yes, and can you block my card") still re-verifies."""
+    from workflows.semantics import is_condition_key
+    from workflows.text import yes_no
+
+    from .navigation import is_instruction
+
+    return (any(is_condition_key(a) for a in frame.get("asked") or []) and yes_no(text) is not None and not is_correction(text)
+            and not is_instruction(text))
 
 
 def _words_of(wf) -> set[str]:

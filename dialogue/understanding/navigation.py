@@ -26,6 +26,14 @@ HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)
 _NAVIGATION = frozenset({"back", "get", "let", "now", "finish", "finishing"})
 
 
+def is_instruction(text: str) -> bool:
+    """The turn navigates or asks for something ("back to my booking", "can you check my balance"): it is
+    not the plain answer to the pending question, even when it starts with one."""
+    from .features import IMPERATIVE, REQUEST
+
+    return bool(BACK.search(text) or REQUEST.search(text) or IMPERATIVE.search(text))
+
+
 def _stems(text: str) -> set[str]:
     return {w[:4] for w in content_words(text.replace("_", " ")) if w not in FILLERS and w not in _NAVIGATION}
 
