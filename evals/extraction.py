@@ -242,8 +242,8 @@ TUNING_NOTE = ("How the defaults were chosen: the miner's thresholds (``MiningCo
                "free-text values written with digits quote their spelling in the slot description, enum values "
                "merge spellings, and an argument given in >= 85% of the train calls is required (was 95%: the "
                "train shares fall either >= 0.81 or <= 0.72) — found by reading dev session traces, so the session "
-               "figures after them are not blind. Not strictly blind: per-task structure of all 24 tasks was printed during the error analysis, "
-               "so the held-out row is an indication, not a clean test.")
+               "figures after them are not blind. Not strictly blind: per-task structure of all 24 tasks was "
+               "printed during the error analysis, so the held-out row is an indication, not a clean test.")
 
 ERROR_NOTE = ("What the remaining errors are (train traces vs the flowcharts): (1) the wizards ask in another order "
               "than the chart, or in no fixed one — party_rsvp asks the name after the host (24 of 30 train "

@@ -123,8 +123,8 @@ class _Echo401(JsonHandler):
     def do_POST(self):  # noqa: N802
         self.body()
         key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-        self.send_json(401, {"error": {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error",
-                                       "code": "invalid_api_key"}})
+        self.send_json(401, {"error": {"message": f"Incorrect API key provided: {key}.",
+                                       "type": "invalid_request_error", "code": "invalid_api_key"}})
 
 
 def test_provider_errors_are_redacted(monkeypatch):

@@ -113,8 +113,8 @@ def answers_question(frame: dict, text: str) -> bool:
 
     from .navigation import is_instruction
 
-    return (any(is_condition_key(a) for a in frame.get("asked") or []) and yes_no(text) is not None and not is_correction(text)
-            and not is_instruction(text))
+    waits_on_yes_no = any(is_condition_key(a) for a in frame.get("asked") or [])
+    return waits_on_yes_no and yes_no(text) is not None and not is_correction(text) and not is_instruction(text)
 
 
 def _words_of(wf) -> set[str]:
