@@ -334,7 +334,7 @@ def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[li
                 seen = [f["workflow"] for f in stack]
                 ev = evidence(text, agent, scorer(text))
                 belief, _ = reverify(ranker, ev, res.library, frame["workflow"], seen, dict(frame["belief"]))
-                rows = reviser_rows(ranker, frame, msgs, res.library, scorer, seen, belief,
+                rows = reviser_rows(ranker, frame, ev, msgs, res.library, scorer, seen, belief,
                                     dense_scorer(res.retriever))
             state = loop.user_turn(state, turn.text)
             kinds = {c.get("command") for c in turn_commands(state)}

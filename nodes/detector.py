@@ -75,18 +75,18 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ranker = load_ranker(ctx.switch_model) if ctx.ranker else None
     params = learned_params(ranker.meta.get("detector") if ranker is not None else None)
     roles = {name: w.role for name, w in res.library.workflows.items()}
-    v = decide(messages, active, wf, retriever_scorer(res.retriever), ",".join(asked) or None,
-               ctx.detector_mode, model, params, roles=roles)
+    scorer = retriever_scorer(res.retriever)
+    v = decide(messages, active, wf, scorer, ",".join(asked) or None, ctx.detector_mode, model, params, roles=roles)
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "")
     if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
         _, agent, _ = split_history(messages)
-        ev = evidence(text, agent, retriever_scorer(res.retriever)(text))
+        ev = evidence(text, agent, scorer(text))
         seen = [f["workflow"] for f in stack]
-        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands, messages,
-                                      retriever_scorer(res.retriever), dense_scorer(res.retriever))
+        commands += revision_commands(ranker, frame, ev, res.library, seen, turn, commands, messages, scorer,
+                                      dense_scorer(res.retriever))
     reading = reading_of(text)
     migrated = bool(state.get("turn")) and not state.get("version")
     if migrated:

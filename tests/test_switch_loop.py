@@ -192,16 +192,17 @@ def test_since_pick_reads_the_turns_from_the_pick_on():
 def _reviser_rows(ctx, text: str):
     from dialogue.frames import new_frame
     from dialogue.understanding.belief import reviser_rows
-    from dialogue.understanding.ranker import load_ranker
+    from dialogue.understanding.ranker import evidence, load_ranker
     from graph.resources import get_resources
     from nodes.detector import dense_scorer, retriever_scorer
 
     res = get_resources(ctx)
     frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2}}
-    msgs = [HumanMessage("I need help with my account"), AIMessage("What is your customer number?"),
-            HumanMessage(text)]
-    return dict(reviser_rows(load_ranker(), frame, msgs, res.library, retriever_scorer(res.retriever),
-                             ["check_balance"], frame["belief"], dense_scorer(res.retriever)))
+    question = "What is your customer number?"
+    msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
+    scorer = retriever_scorer(res.retriever)
+    return dict(reviser_rows(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
+                             scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever)))
 
 
 def test_the_reviser_compares_each_alternative_with_the_active_pick(agent_context):

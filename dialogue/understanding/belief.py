@@ -85,7 +85,7 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
         # A revision needs a word of the other task (not of the active one) in the turn itself: an answer
         # to the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th")
         # says nothing of another task, and words of a digression since the pick belong to that digression.
-        rows = [(n, f) for n, f in reviser_rows(ranker, frame, messages, library, scorer, seen, belief, dense)
+        rows = [(n, f) for n, f in reviser_rows(ranker, frame, ev, messages, library, scorer, seen, belief, dense)
                 if f["speaks_turn"]]
         target, p = revise_choice(reviser, rows)
         if target is None:
@@ -198,16 +198,16 @@ def _cover(wf, text_words: set[str]) -> float:
     return len(words & text_words) / len(words) if words else 0.0
 
 
-def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, scorer, seen: Sequence[str],
-                 belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
-    """(alternative, its features against the active workflow) for one STAY turn; ``belief`` is the
-    pick's belief after this turn's re-verification; ``dense(texts, names) -> [{name: cosine}]`` (the
-    retriever's dense scores; None = no dense evidence)."""
+def reviser_rows(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Sequence, library, scorer,
+                 seen: Sequence[str], belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
+    """(alternative, its features against the active workflow) for one STAY turn; ``ev_turn`` is the
+    turn's evidence (its re-verification's), ``belief`` the pick's belief after it; ``scorer`` ranks what
+    was said since the pick; ``dense(texts, names) -> [{name: cosine}]`` (the retriever's dense scores;
+    None = no dense evidence)."""
     import math
 
     from workflows.text import content_words, stemmed
 
-    from .features import split_history
     from .ranker import evidence, features
 
     active = frame["workflow"]
@@ -215,11 +215,9 @@ def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, score
     act = wfs.get(active)
     if act is None:
         return []
-    text, agent, _ = split_history(messages)
+    text, agent = ev_turn.text, ev_turn.agent
     users, agents = since_pick(messages, int(frame.get("started") or 0))
-    turn_rank = scorer(text)
     acc_rank = scorer(users)
-    ev_turn = evidence(text, agent, turn_rank)
     ev_acc = evidence(users, agent, acc_rank)
     names = [n for n in dict.fromkeys([*belief, *(n for n, _ in acc_rank[:ACC_DEPTH])]) if n in wfs and n != active]
     if not names:
@@ -235,7 +233,7 @@ def reviser_rows(ranker: Ranker, frame: dict, messages: Sequence, library, score
     b_active = belief.get(active, floor)
     correction = float(is_correction(text))
     since = math.log1p(max(0, sum(1 for _ in _user_turns(messages)) - int(frame.get("started") or 0)))
-    top_turn = turn_rank[0][0] if turn_rank else ""
+    top_turn = ev_turn.retrieval[0][0] if ev_turn.retrieval else ""
     top_acc = acc_rank[0][0] if acc_rank else ""
     agent_last = stemmed(content_words(agent))
     pool = [active, *names]
