@@ -643,14 +643,15 @@ class LearnedPolicy:
         collecting = set(asked_slots(rules, view_of(wf, interp), _values(frame))) \
             if gate and not rules_rejected else set()
 
-        def passed_over(c: Candidate) -> bool:  # whatever its score: the steps below never take it
+        def passed_over(c: Candidate) -> bool:  # never the rules' proposal
             return not c.is_rules and bool(gate and _leaves_collection(c, wf, interp, executed, collecting)
                                            or executed and c.kind != "api" and c.name == executed[-1])
 
         cands = allowed_actions(wf, interp, frame, rules, messages)
-        # only what could be chosen is scored (the ranker's cost): a passed-over candidate is never taken,
-        # and a row's score does not depend on the other rows, so the order of the rest is the same
-        eligible = [c for c in cands if c.is_rules or not passed_over(c)]
+        # only what could be chosen is scored (the ranker's cost): a passed-over candidate — one that leaves
+        # the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop) — is never
+        # taken, and a row's score does not depend on the other rows, so the order of the rest is the same
+        eligible = [c for c in cands if not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
         ranked = self.scored(wf, interp, frame, reading, messages, rules,
@@ -659,8 +660,6 @@ class LearnedPolicy:
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
                 return rules, vetoed  # not sure enough to leave the procedure (``Gate``)
-            if passed_over(c):
-                continue  # leaves the rules' collection (``_leaves_collection``), or the reply just given again: a loop
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
