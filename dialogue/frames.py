@@ -91,6 +91,15 @@ def successful_calls(frame: Frame | None, api: str | None = None) -> list[CallRe
             if c.get("status") == "ok" and (api is None or c.get("api") == api)]
 
 
+def irreversible_made(frame: Frame | None, workflow: Any) -> bool:
+    """Did one of the frame's irreversible calls go through (a booking made, money sent)?  ``workflow``:
+    the frame's ``Workflow`` (its ``api(name)`` says which calls are irreversible)."""
+    if not frame or workflow is None:
+        return False
+    return any((api := workflow.api(c.get("api") or "")) is not None and api.irreversible
+               for c in successful_calls(frame))
+
+
 def fingerprint(frame: Frame | None) -> str:
     """What a controller's verdict depended on: nodes run, slot values, results and calls made."""
     frame = frame or {}

@@ -15,7 +15,7 @@ from workflows.semantics import is_condition_key
 
 from .commands import ApplyEnv, Command, OutOfScope, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
-from .frames import Frame, top
+from .frames import Frame, irreversible_made, top
 from .understanding.navigation import is_instruction
 from .understanding.slots import slot_commands
 
@@ -32,12 +32,25 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
         wf = workflows.get(frame.get("workflow") or "")
         return invalidate(wf, frame, changed) if wf is not None else None
 
+    def settled(frame: Frame) -> bool:
+        # finished, with an irreversible call made: its outcome is in the world, so a later value cannot
+        # re-run it; changing it is a new request (another instance or workflow), never a second booking
+        return finished(frame) and irreversible_made(frame, workflows.get(frame.get("workflow") or ""))
+
     def slots_of(name: str) -> frozenset[str]:
         wf = workflows.get(name)
         return frozenset(s.name for s in wf.slots) if wf is not None else frozenset()
 
     return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale,
-                    slots_of=slots_of)
+                    slots_of=slots_of, settled=settled)
+
+
+def open_frame(stack: list[Frame] | None, workflows: Mapping[str, Workflow],
+               interpreters: Mapping[str, Interpreter]) -> Frame | None:
+    """The active frame the user's next words can still change: the top frame, unless it is settled
+    (finished with an irreversible call made — then the next request is a new one)."""
+    frame = top(stack)
+    return None if frame is None or make_env(0, workflows, interpreters).settled(frame) else frame
 
 
 def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: dict, kinds: set[str],
@@ -45,7 +58,7 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     """The stack after reading the message into its active frame, and the commands that did it."""
     frame = top(stack)
     text = reading.get("text") or ""
-    if frame is None or not text:
+    if frame is None or not text or env.settled(frame):  # a settled instance takes no more values
         return stack, []
     asked = list(frame.get("asked") or [])
     # a turn that navigates or asks for something is not the free-text answer to the pending question,

@@ -16,7 +16,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import NotUnderstood, dump
-from dialogue.frames import interrupted, top
+from dialogue.frames import interrupted
+from dialogue.turn import open_frame
 from dialogue.understanding.belief import revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
@@ -60,7 +61,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
     stack = state.get("stack") or []
-    frame = top(stack)
+    frame = open_frame(stack, res.library.workflows, res.interpreters)  # a settled frame takes no more words
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     active = wf.name if wf is not None else None  # a workflow gone from the library is no longer active
     asked = list(frame.get("asked") or []) if wf is not None else []

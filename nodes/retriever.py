@@ -14,6 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import Clarify, StartFlow, dump
+from dialogue.turn import open_frame
 from dialogue.understanding.belief import initial_belief, side_question
 from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
@@ -55,9 +56,10 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical, dense)
     stack = state.get("stack") or []
     seen = [f["workflow"] for f in stack]
-    active = active_workflow(state)
+    frame = open_frame(stack, res.library.workflows, res.interpreters)  # a settled workflow is seen, not active
+    active = frame["workflow"] if frame else None
     # The active workflow and its pick's alternatives compete too (a search may find the same task).
-    extra = ([active] if active else []) + list((stack[-1].get("belief") or {}) if active else [])
+    extra = ([active] if active else []) + list((frame.get("belief") or {}) if frame else [])
     scores = ranker.scores(ev, res.library, active, seen, extra)
     if active and scores and side_question(text, stack[-1], scores[0][0], res.library):
         scores = sorted(scores, key=lambda x: x[0] != active)  # stable: the active first, the rest as ranked

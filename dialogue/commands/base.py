@@ -25,6 +25,7 @@ class ApplyEnv:
     finished: Callable[[Frame], bool]  # has the frame's procedure reached its end?
     invalidate: Callable[[Frame, dict[str, Any]], list[str] | None]  # executed list after a slot change
     slots_of: Callable[[str], frozenset[str]] = lambda _name: frozenset()  # a workflow's slot names
+    settled: Callable[[Frame], bool] = lambda _frame: False  # finished, with an irreversible call made
 
 
 class Command(BaseModel):
@@ -66,9 +67,11 @@ def suspend(stack: list[Frame], env: ApplyEnv) -> list[Frame]:
 
 
 def activate(stack: list[Frame], workflow: str, env: ApplyEnv, new: Callable[[], Frame]) -> list[Frame]:
-    """``workflow`` on top: an interrupted instance is taken back with its progress, else ``new()``."""
+    """``workflow`` on top: an interrupted instance is taken back with its progress, else ``new()``.  A
+    settled instance (its irreversible call made) is not taken back: asking again is a new instance."""
     current = stack[-1] if stack else None
-    if current is not None and current.get("workflow") == workflow and current.get("status") != "interrupted":
+    if current is not None and current.get("workflow") == workflow and current.get("status") != "interrupted" \
+            and not env.settled(current):
         return stack
     waiting = next((f for f in reversed(stack) if f.get("workflow") == workflow and f.get("status") == "interrupted"),
                    None)
