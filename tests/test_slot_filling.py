@@ -287,3 +287,29 @@ def test_values_labelled_with_their_slot_several_in_one_message():
                    "also it's 13829102291", RIDE, pending=["pickup_location", "dropoff_location"])
     assert f.values == {"pickup_location": "No. 23, Xiangshan Road, Beijing",
                         "dropoff_location": "No. 88, Lanxi Road", "contact_information": "13829102291"}
+
+
+MOVE = Workflow.model_validate({
+    "name": "move_money", "description": "Move money between two accounts.", "domain": "d", "role": "r",
+    "slots": [{"name": "from_account", "type": "enum", "enum": ["checking", "savings"],
+               "description": "Account the money leaves"},
+              {"name": "amount", "type": "number", "description": "Amount"}]})
+
+
+@pytest.mark.parametrize("msg,values", [
+    ("transfer 250 from my savings into checking", {"from_account": "savings", "amount": 250}),
+    ("move 100 from checking to savings", {"from_account": "checking", "amount": 100}),
+    # said only as the destination: the source is not that account (it is asked for)
+    ("transfer 300 euros to my checking account", {"amount": 300}),
+])
+def test_a_slot_named_for_a_direction_takes_only_the_value_said_that_way(msg, values):
+    assert fill_slots(msg, MOVE).values == values
+
+
+@pytest.mark.parametrize("msg,value", [("two hundred and fifty euros", 250), ("a hundred euros", 100),
+                                       ("twenty-five", 25), ("three thousand five hundred", 3500),
+                                       ("one hundred and five", 105)])
+def test_amounts_said_in_words_count_whole(msg, value):
+    assert fill_slots(msg, MOVE, pending=["amount"]).values["amount"] == value
+    # two numbers side by side stay two numbers
+    assert fill("two three", ["party_size"]).values["party_size"] == 2

@@ -23,6 +23,9 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
 NUMBER_WORDS.update({"a couple": 2, "couple": 2, "single": 1, "thirty": 30, "forty": 40, "fifty": 50})
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+         "ninety": 90}
+_SCALES = {"hundred": 100, "thousand": 1000}
 ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4,
             "fifth": 5, "5th": 5, "last": -1}
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -270,16 +273,55 @@ _INT = re.compile(r"(?:\b(?:party of|table for|group of|for)\s*)?(?<![\w:./-])(\
 _STRONG = re.compile(r"people|persons|guests|party|table|group|of us|adults", re.I)
 
 
+_UNIT = "|".join(w for w in NUMBER_WORDS if " " not in w and NUMBER_WORDS[w] < 20 and w not in ("single", "couple"))
+_NUMBER_WORD = rf"(?:{_UNIT}|{'|'.join(_TENS)}|{'|'.join(_SCALES)})"
+# a number said in several words: "two hundred and fifty", "twenty-five", "a hundred", "three thousand"
+_WORD_RUN = re.compile(rf"\b(?:(?:a|one)\s+(?=hundred|thousand))?{_NUMBER_WORD}(?:(?:\s+and\s+|[\s-]+){_NUMBER_WORD})*\b",
+                       re.I)
+
+
+def _run_value(run: str) -> int | None:
+    """The value of a number said in words ("two hundred and fifty" -> 250); None when the words do not
+    make one number ("two three")."""
+    total, current, last = 0, 0, None
+    for tok in re.findall(r"[a-z]+", run.lower()):
+        if tok == "and":
+            continue
+        if tok in _SCALES:
+            current = max(current, 1) * _SCALES[tok]
+            if tok == "thousand":
+                total, current = total + current, 0
+            last = "scale"
+            continue
+        value = 1 if tok == "a" else _TENS.get(tok, NUMBER_WORDS.get(tok))
+        if value is None:
+            return None
+        # "two three" is two numbers; "twenty five" and "hundred and five" add up
+        if last == "unit" or (last == "tens" and value >= 10):
+            return None
+        current += value
+        last = "tens" if tok in _TENS else "unit"
+    return total + current
+
+
 def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
     """Every stand-alone number in ``text``: (value, span, strong), strong when the words around it say
-    it counts people ("a table for 4", "4 guests").  Digits with a leading zero stay text ("0456")."""
+    it counts people ("a table for 4", "4 guests").  Digits with a leading zero stay text ("0456").  A
+    number said in several words counts once, whole ("two hundred and fifty euros")."""
     out = []
-    for m in _INT.finditer(text):
+    chars = list(text)
+    for m in _WORD_RUN.finditer(text):
+        if len(re.findall(r"[a-z]+", m.group(0).lower())) < 2 or (value := _run_value(m.group(0))) is None:
+            continue
+        a, b = m.span()
+        out.append((value, (a, b), bool(_STRONG.search(text[b:b + 12]))))
+        chars[a:b] = " " * (b - a)
+    for m in _INT.finditer("".join(chars)):
         tok = m.group(1).lower()
         value: int | str = (tok if tok.startswith("0") and len(tok) > 1 else int(tok)) if tok.isdigit() \
             else NUMBER_WORDS[tok]
         out.append((value, m.span(1), bool(_STRONG.search(m.group(0)))))
-    return out
+    return sorted(out, key=lambda f: f[1])
 
 
 def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int]] | None:
@@ -359,6 +401,27 @@ ENUM_LEXICON = {
 def _lexicon_hit(option: str, words: set[str]) -> bool:
     """An option word's everyday synonym appears in the message (only words the lexicon knows)."""
     return any(words & ENUM_LEXICON[w] for w in _tokens(option) if w in ENUM_LEXICON and w not in STOPWORDS)
+
+
+# Prepositions that give a value a direction ("from my savings into checking"); a slot whose name says one
+# direction ("from_account", "to_city") does not take a value said with the other.
+_DIRECTIONS = {"from": "from", "out": "from", "to": "to", "into": "to", "onto": "to"}
+_DIRECTED = re.compile(r"\b(from|out of|to|into|onto)\s+(?:(?:my|the|your|our|their|his|her|a|an)\s+)?"
+                       r"(?:(?!(?:from|out|to|into|onto)\b)[\w'-]+\s*){1,3}", re.I)
+
+
+def other_direction_blanked(text: str, slot: Slot) -> str:
+    """``text`` with the values said in the direction opposite to the slot's own blanked out."""
+    own = {_DIRECTIONS[w] for w in slot.name.lower().split("_") if w in _DIRECTIONS}
+    if len(own) != 1:
+        return text
+    (direction,) = own
+    chars = list(text)
+    for m in _DIRECTED.finditer(text):
+        if _DIRECTIONS[m.group(1).lower().split()[0]] != direction:
+            a, b = m.span()
+            chars[a:b] = " " * (b - a)
+    return "".join(chars)
 
 
 def match_enum(text: str, options: list[str], *, whole: bool = False,
@@ -491,7 +554,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             elif kind == "date" and (d := find_date(src, today)):
                 out.set(s.name, _as_said(s, src, [d]) or d[0], 0.9), take(d[1])
             elif kind == "enum":
-                hit = match_enum(src, s.enum or [], whole=is_pending, today=today)
+                hit = match_enum(other_direction_blanked(src, s), s.enum or [], whole=is_pending, today=today)
                 if hit:
                     out.set(s.name, hit[0], hit[1])
                     pos = src.lower().find(hit[0].lower())
