@@ -27,9 +27,9 @@ from graph.resources import get_resources, ledger_of, thread_of_run
 from dialogue.frames import top
 from graph.state import State
 from memory.effects import key_for, run_once
-from workflows.sanitize import redact_data
+from workflows.sanitize import REDACTED, redact_data
 from workflows.text import CONFIRM_WORDS, REFUSE_WORDS, words
-from workflows.pdl import Api
+from workflows.pdl import Api, Workflow
 
 
 
@@ -46,8 +46,12 @@ def confirmed(answer: Any) -> bool:
     return bool(said & CONFIRM_WORDS) and not (said & REFUSE_WORDS)
 
 
-def confirmation_question(api: Api, args: dict) -> str:
-    details = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in args.items())
+def confirmation_question(api: Api, args: dict, wf: Workflow | None = None) -> str:
+    """The yes/no question before an irreversible call: it lists what the user gave (the workflow's slots),
+    never a value another call returned for the tools (an auth token) nor anything named like a secret."""
+    public = {k: v for k, v in redact_data(args).items() if v != REDACTED}
+    shown = {k: v for k, v in public.items() if wf is not None and wf.slot(k) is not None} or public
+    details = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in shown.items())
     return (f"Please confirm before I {api.name.replace('_', ' ')} ({details}). "
             "This cannot be undone — shall I go ahead? (yes/no)")
 
@@ -77,8 +81,8 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     key = key_for(thread, turn, name, args, earlier_calls(state, turn, name, args))
     replayed = reconciled = False
     if api is not None and api.irreversible and ctx.confirm_irreversible:
-        answer = interrupt({"kind": "confirm", "workflow": wf_name, "api": name, "args": args,
-                            "question": confirmation_question(api, args)})
+        answer = interrupt({"kind": "confirm", "workflow": wf_name, "api": name, "args": redact_data(args),
+                            "question": confirmation_question(api, args, wf)})
         if not confirmed(answer):
             status, error = "cancelled", f"{name}: cancelled — the user declined to go ahead"
     if status == "ok":

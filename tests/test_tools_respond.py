@@ -191,3 +191,13 @@ def test_respond_safe_reply_is_not_a_workflow_node(ctx):
     st["stack"] = []  # no workflow active
     out = respond(st, Runtime(context=ctx))
     assert "stack" not in out and out["messages"][0].content == "Sorry."
+
+
+def test_the_confirmation_lists_the_users_values_never_a_token():
+    from graph.resources import get_resources
+    from nodes.tools import confirmation_question
+
+    wf = get_resources(Context()).library.workflows["transfer_money"]
+    q = confirmation_question(wf.api("transfer_funds"), {"auth_token": "AUTH-D5F452DBE75E", "from_account": "savings",
+                                                          "amount": 250}, wf)
+    assert "AUTH-" not in q and "token" not in q and "from account: savings" in q and "amount: 250" in q
