@@ -9,6 +9,7 @@ replies and the latency — for ``--trace``, the demo's checks and the latency s
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .agent import MAX_MESSAGE_CHARS, check_context
-from workflows.text import message_text
+from workflows.text import message_text, yes_no
 
 from .context import Context
 from .state import active_workflow, decision, interrupted_workflows
@@ -175,10 +176,13 @@ def ask_interrupt(console: Console, payload: Any) -> Any:
         return ask("[yellow]your choice (number or words)[/] > ") or ""
     while True:
         answer = ask("[yellow]yes / no[/] > ")
-        if answer is None:
+        if answer is None or answer in ("/quit", "/exit"):
             return "no"
-        if answer.lower() in ("y", "yes", "n", "no"):
-            return "yes" if answer.lower().startswith("y") else "no"
+        # read as the agent reads a yes/no ("sure", "yes please", "no, don't"); y/n as the usual shorthand
+        said = {"y": True, "n": False}.get(answer.lower(), yes_no(answer))
+        if said is not None:
+            return "yes" if said else "no"
+        console.print("[dim]please answer yes or no (end of input answers no)[/]")
 
 
 def _tolerant_stdin() -> None:
@@ -240,6 +244,9 @@ def chat(thread: str | None = None, library: str | None = None, trace: bool = Fa
             text = normalize_text(text)
             if text.strip() in ("/quit", "/exit"):
                 break
+            if re.fullmatch(r"/\w+", text.strip()):  # a mistyped command is not a message to the agent
+                console.print(f"[red]unknown command {text.strip()}[/] — /quit (or /exit) leaves the chat")
+                continue
             if not text.strip():
                 continue
             if len(text) > MAX_MESSAGE_CHARS:
