@@ -16,8 +16,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import NotUnderstood, dump
-from dialogue.frames import interrupted
-from dialogue.turn import open_frame
+from dialogue.frames import interrupted, top
+from dialogue.turn import make_env
 from dialogue.understanding.belief import revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
@@ -61,13 +61,16 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
     stack = state.get("stack") or []
-    frame = open_frame(stack, res.library.workflows, res.interpreters)  # a settled frame takes no more words
+    turn = int(state.get("turn") or 0) + 1
+    env = make_env(turn, res.library.workflows, res.interpreters)
+    frame = top(stack)
+    if frame is not None and env.settled(frame):
+        frame = None  # its irreversible call is made: what the user says next is a new request
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     active = wf.name if wf is not None else None  # a workflow gone from the library is no longer active
     asked = list(frame.get("asked") or []) if wf is not None else []
     started = time.perf_counter()
     messages = state.get("messages") or []
-    turn = int(state.get("turn") or 0) + 1
     text, _, _ = split_history(messages)
     if not reads_as_language(text, res.known_word, expecting_value=bool(asked)):
         return not_language(text, turn, active)
@@ -81,7 +84,8 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
-                             active_about=f"{wf.name} {wf.description}" if wf is not None else "")
+                             active_about=f"{wf.name} {wf.description}" if wf is not None else "",
+                             finished=wf is not None and env.finished(frame))
     if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, scorer(text))

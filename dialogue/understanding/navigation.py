@@ -57,11 +57,13 @@ def reading_of(text: str) -> dict[str, Any]:
 
 
 def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None, active_about: str,
-                  asked: list[str], stacked: list[str], describe: dict[str, str]) -> list[Command]:
+                  asked: list[str], stacked: list[str], describe: dict[str, str],
+                  finished: bool = False) -> list[Command]:
     """The turn's commands from the detector's verdict and the navigation markers.
 
     ``active_about``: the active workflow's name and description (a workflow that is itself about
-    cancelling reads "cancel" as its task, not as cancelling it)."""
+    cancelling reads "cancel" as its task, not as cancelling it); ``finished``: the active workflow's
+    procedure has run to its end (there is nothing left to stop)."""
     if HUMAN.search(text):
         return [HumanHandoff(turn=turn)]
     target = pick_resume(text, stacked, describe)
@@ -77,7 +79,11 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
                           source=verdict.policy)]
     out: list[Command] = []
     if active and (ABANDON.search(text) or CANCEL.search(text) and not re.search(r"cancel", active_about, re.I)):
-        return [CancelFlow(workflow=active, turn=turn)]
+        if not finished:
+            return [CancelFlow(workflow=active, turn=turn)]
+        if not ABANDON.search(text):  # "can I cancel it?" once the task is done: cancelling what it did
+            return [StartFlow(query=verdict.self_query or text, confidence=round(verdict.confidence, 3), turn=turn,
+                              source=verdict.policy)]
     if verdict.out_of_scope:
         out.append(Close(turn=turn) if _closing(verdict) else ChitChat(turn=turn))
     if asked and UNSURE.search(text):
