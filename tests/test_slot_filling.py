@@ -313,3 +313,18 @@ def test_amounts_said_in_words_count_whole(msg, value):
     assert fill_slots(msg, MOVE, pending=["amount"]).values["amount"] == value
     # two numbers side by side stay two numbers
     assert fill("two three", ["party_size"]).values["party_size"] == 2
+
+
+@pytest.mark.parametrize("msg,value", [("half past seven", "19:30"), ("quarter to 8 pm", "19:45"),
+                                       ("at half past 9 am", "09:30"), ("a quarter past ten", "10:15")])
+def test_times_said_in_words(msg, value):
+    assert find_time(msg)[0] == value
+
+
+def test_a_day_of_the_month_alone_is_the_next_such_day():
+    assert find_date("on the 21st please", TODAY)[0] == "2026-11-21"  # TODAY is the 21st
+    assert find_date("the 6th", TODAY)[0] == "2026-12-06"
+    assert find_date("the 31st", TODAY)[0] == "2026-12-31"  # no 31 November
+    assert find_date("the 2nd one", TODAY) is None  # an item of a list, not a date
+    # "half past seven" is a time, never a party of 7
+    assert fill("half past seven", ["time"]).values == {"time": "19:30"}

@@ -212,7 +212,27 @@ _TIME = re.compile(r"\b(?:(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s*(?P<ap>a\.
                    r"|\b(?P<noon>noon|midday|midnight)\b", re.I)
 
 
+_HOUR_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+# "half past seven", "quarter to 8 pm": minutes said in words before an hour
+_SAID_TIME = re.compile(r"\b(?P<part>half|(?:a\s+)?quarter)\s+(?P<rel>past|to)\s+(?P<h>1[0-2]|[1-9]|"
+                        + "|".join(_HOUR_WORDS) + r")\b(?:\s*(?P<ap>a\.?m\.?|p\.?m\.?))?", re.I)
+
+
+def _said_time(m: re.Match) -> str:
+    h = int(m.group("h")) if m.group("h").isdigit() else _HOUR_WORDS.index(m.group("h").lower()) + 1
+    minutes = 30 if m.group("part").lower() == "half" else 15
+    if m.group("rel").lower() == "to":
+        h, minutes = (h - 1) or 12, 60 - minutes
+    if m.group("ap"):
+        h = (h % 12) + (12 if m.group("ap").lower().startswith("p") else 0)
+    elif h <= 7:  # as "at 7": business hours — 1..7 are afternoon/evening
+        h += 12
+    return f"{h:02d}:{minutes:02d}"
+
+
 def find_time(text: str) -> tuple[str, tuple[int, int]] | None:
+    if said := _SAID_TIME.search(text):
+        return _said_time(said), said.span()
     m = _TIME.search(text)
     if not m:
         return None
@@ -236,6 +256,8 @@ _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _MONTH_DAY = re.compile(r"(?:\b(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b"
                         r"|\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\b)"
                         r"(?:,?\s+(?P<year>\d{4})\b)?", re.I)
+# a day of the month alone, said as an ordinal: "on the 6th", "the 21st" (not "the 2nd one" of a list)
+_DAY_ONLY = re.compile(r"\bthe\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+ones?\b)", re.I)
 _REL = re.compile(r"\b(today|tonight|tomorrow|day after tomorrow|" + "|".join(WEEKDAYS) + r")\b", re.I)
 
 
@@ -253,6 +275,18 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
             return dt.date(year, month, day).isoformat(), m.span()
         except ValueError:
             return None
+    if m := _DAY_ONLY.search(text):  # the next such day, this month or the next
+        day = int(m.group(1))
+        for ahead in range(3):
+            month = (today.month - 1 + ahead) % 12 + 1
+            year = today.year + (today.month - 1 + ahead) // 12
+            try:
+                found = dt.date(year, month, day)
+            except ValueError:
+                continue
+            if found >= today:
+                return found.isoformat(), m.span()
+        return None
     if m := _REL.search(text):
         word = m.group(1).lower()
         if word in ("today", "tonight"):
