@@ -328,3 +328,16 @@ def test_a_day_of_the_month_alone_is_the_next_such_day():
     assert find_date("the 2nd one", TODAY) is None  # an item of a list, not a date
     # "half past seven" is a time, never a party of 7
     assert fill("half past seven", ["time"]).values == {"time": "19:30"}
+
+
+STAY = Workflow.model_validate({
+    "name": "find_rooms", "description": "Find a room.", "domain": "d", "role": "r",
+    "slots": [{"name": "nights", "type": "integer", "description": "Number of nights"},
+              {"name": "guests", "type": "integer", "description": "Number of guests in the room"}]})
+
+
+@pytest.mark.parametrize("msg,values", [("2 adults", {"guests": 2}), ("3 nights for 2 people", {"nights": 3, "guests": 2}),
+                                        ("for 2 guests, 3 nights", {"guests": 2, "nights": 3}),
+                                        ("which one is cheapest?", {})])
+def test_counts_go_to_the_slot_they_count(msg, values):
+    assert fill_slots(msg, STAY).values == values

@@ -352,6 +352,9 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
         chars[a:b] = " " * (b - a)
     for m in _INT.finditer("".join(chars)):
         tok = m.group(1).lower()
+        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other)\s+$",
+                                      text[:m.start(1)], re.I):
+            continue  # "which one is cheapest?": a pronoun, not a number
         value: int | str = (tok if tok.startswith("0") and len(tok) > 1 else int(tok)) if tok.isdigit() \
             else NUMBER_WORDS[tok]
         out.append((value, m.span(1), bool(_STRONG.search(m.group(0)))))
@@ -394,11 +397,12 @@ def number_cues(slot: Slot) -> set[str]:
 
 def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = None
                 ) -> dict[str, tuple[int, tuple[int, int]]]:
-    """Numbers assigned to slots by the words just before them; each number to at most one slot, and
-    only to a slot whose constraints it meets."""
+    """Numbers assigned to slots by the words just before them or the one just after ("3 nights"); each
+    number to at most one slot, and only to a slot whose constraints it meets."""
     scored = []
     for m in _NUM.finditer(text):
         before = re.findall(r"[a-z]+", text[max(0, m.start() - 40):m.start()].lower())[-4:]
+        before += re.findall(r"^\s*([a-z]+)", text[m.end():m.end() + 20].lower())
         tok = m.group(0)  # "0456" keeps its leading zero (card digits, PINs)
         value = tok if tok.startswith("0") and len(tok) > 1 else int(tok)
         for s in slots:
@@ -597,6 +601,11 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
             elif kind in ("integer", "number") and (n := find_int(src, fits[s.name].ok)):
+                # a count of people goes to the slot that counts people, when there is one
+                people = [o.name for o in slots if kinds[o.name] == "integer" and o.name not in out.values
+                          and _STRONG.search(f"{o.name} {o.description}")]
+                if people and s.name not in people and any(f[2] for f in find_ints(src) if f[0] == n[0]):
+                    continue
                 if is_pending or re.search(r"people|persons|guests|party|table|group|of us|adults", src, re.I) \
                         or len(pending) == 0:
                     out.set(s.name, n[0], 0.9 if is_pending else 0.7), take(n[1])
