@@ -23,6 +23,7 @@ from dialogue.frames import fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
 from graph.state import State, given_slots, turn_commands
+from workflows.text import humanize, lower_first
 
 
 def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
@@ -30,10 +31,6 @@ def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
     the pattern's, or one of its answers'."""
     wf = res.patterns.workflows.get(name) or next(w for w in res.patterns.workflows.values() if w.answer(name))
     return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow})}
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]
 
 
 INTERRUPTED = {"done": "pattern_interrupted_done", "failed": "pattern_interrupted_failed",
@@ -51,7 +48,7 @@ def interrupted_turn_notes(res: Resources, state: State, reply: str) -> str:
         if int(n.get("turn") or 0) != turn:
             continue
         wf = res.workflow(n.get("workflow"))
-        flow = _lower_first(wf.display_name) if wf is not None else str(n.get("api", "")).replace("_", " ")
+        flow = lower_first(wf.display_name) if wf is not None else str(n.get("api", "")).replace("_", " ")
         data = n.get("data") or {}
         outcome = n.get("outcome", "unknown")
         answer = INTERRUPTED[outcome]
@@ -88,7 +85,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     cancelled = [c["workflow"] for c in commands if c.get("command") == "cancel_flow"]
     if cancelled and (wf is None or wf.name != cancelled[-1]):
         gone = res.library.workflows.get(cancelled[-1])
-        return {"proposal": pattern_reply(res, "pattern_cancel_flow", gone.display_name if gone else cancelled[-1])}
+        return {"proposal": pattern_reply(res, "pattern_cancel_flow",
+                                            lower_first(gone.display_name) if gone else humanize(cancelled[-1]))}
     if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
         return {"proposal": pattern_reply(res, "pattern_not_understood")}
     if wf is None or frame is None:
@@ -100,7 +98,7 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     now = fingerprint(frame)
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
     # repair patterns that continue with the workflow's next question (the message is no slot value)
-    for kind, name, flow in (("resume_flow", "pattern_resume_flow", _lower_first(wf.display_name)),
+    for kind, name, flow in (("resume_flow", "pattern_resume_flow", lower_first(wf.display_name)),
                              ("out_of_scope", "pattern_out_of_scope", wf.display_name),
                              ("not_understood", "pattern_not_understood_continue", wf.display_name)):
         if kind in kinds:

@@ -115,6 +115,11 @@ def yes_no(text: str) -> bool | None:
     return None
 
 
+def lower_first(text: str) -> str:
+    """A title inside a sentence: "Reserve a hotel room" -> "reserve a hotel room"."""
+    return text[:1].lower() + text[1:]
+
+
 def humanize(name: str) -> str:
     """An identifier as words for people: ``check_availability`` -> ``check availability``."""
     return split_identifier(name).strip().lower()

@@ -9,7 +9,7 @@ from typing import Any
 
 from workflows.pdl import Workflow
 from workflows.semantics import render_template
-from workflows.text import humanize
+from workflows.text import humanize, lower_first
 
 from .interpreter import NextAction
 
@@ -32,11 +32,17 @@ def question_for(wf: Workflow, slots: list[str]) -> str:
         desc = re.sub(r"^(?:the|a|an)\s+", "", desc, flags=re.I)
         desc = re.sub(r"\bthe (?:user|customer)'s\b", "your", desc, flags=re.I)
         desc = re.sub(r"\bthe (?:user|customer) (want|intend|need)s\b", r"you \1", desc, flags=re.I)
-        parts.append(desc[0].lower() + desc[1:] if desc else humanize(name))
+        desc = re.sub(r"\bthe (?:user|customer) (?:is|are)\b", "you are", desc, flags=re.I)
+        desc = re.sub(r"\bthe (?:user|customer) (should|would|can|could|will|may|must)\b", r"you \1", desc, flags=re.I)
+        if re.match(r"(?:why|how|when|where|whether)\b", desc, re.I):  # "why the customer cancels": a verb follows
+            desc = re.sub(r"\bthe (?:user|customer) ([a-z]+?)s\b", r"you \1", desc, flags=re.I)
+        part = desc[0].lower() + desc[1:] if desc else humanize(name)
+        # "the order number", but "which item goes back" / "why it is returned" take no article
+        parts.append(part if re.match(r"(?:which|what|why|how|where|when|who|whether)\b", part) else f"the {part}")
     if not parts:
         return "Could you tell me a bit more about what you need?"
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"Could you tell me the {listed}?"
+    return f"Could you tell me {listed}?"
 
 
 def cond_question(condition: str) -> str:
@@ -73,4 +79,5 @@ def proposal_for(wf: Workflow, act: NextAction, values: dict) -> dict:
     if act.kind == "answer":
         return {"kind": "reply", "name": act.name, "text": answer_text(wf, act.name, values, act.slots)}
     return {"kind": "reply", "name": OOW, "completes": True,
-            "text": f"That completes {wf.display_name}. Is there anything else I can help with?"}
+            "text": f"Your request to {lower_first(wf.display_name)} is complete. "
+                    "Is there anything else I can help with?"}

@@ -79,11 +79,12 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
                           source=verdict.policy)]
     out: list[Command] = []
     if active and (ABANDON.search(text) or CANCEL.search(text) and not re.search(r"cancel", active_about, re.I)):
-        if not finished:
-            return [CancelFlow(workflow=active, turn=turn)]
-        if not ABANDON.search(text):  # "can I cancel it?" once the task is done: cancelling what it did
+        said = CANCEL.search(text)
+        if finished and not ABANDON.search(text) and said and said.group(0).lower().startswith("cancel"):
+            # "can I cancel it?" once the task is done: cancelling what it did (the order), a new task
             return [StartFlow(query=verdict.self_query or text, confidence=round(verdict.confidence, 3), turn=turn,
                               source=verdict.policy)]
+        return [CancelFlow(workflow=active, turn=turn)]
     if verdict.out_of_scope:
         out.append(Close(turn=turn) if _closing(verdict) else ChitChat(turn=turn))
     if asked and UNSURE.search(text):
