@@ -198,3 +198,10 @@ def test_cli_show_unknown_name_suggests_close_ones():
 def test_cli_show_rejects_unknown_format():
     result = runner.invoke(workflows_app, ["show", "book_table", "--as", "html", "--library", str(GOOD)])
     assert result.exit_code == 2 and "--as must be one of" in result.stderr
+
+
+def test_amounts_of_money_read_as_money():
+    from workflows.semantics import render_template
+
+    assert render_template("€$amount back; $total EUR; rated $stars; $$$price", {
+        "amount": 67.4, "total": 318.9, "stars": 4.5, "price": 260.0}) == "€67.40 back; 318.90 EUR; rated 4.5; $260"

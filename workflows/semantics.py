@@ -94,9 +94,18 @@ class Scope:
         return values_view(self.slots, self.results)
 
 
+# a placeholder written as an amount of money: after a currency sign ("€$amount", "$$price") or before a
+# currency ("$total EUR", "$fee euros")
+_MONEY = re.compile(r"(?:[€£¥]|\$\$)\$\{?(\w+)\}?|\$\{?(\w+)\}?\s?(?:[A-Z]{3}|euros?|dollars?|pounds?)\b")
+
+
 def render_template(template: str, values: Mapping[str, Any]) -> str:
-    """``$name`` / ``${name}`` filled for people (lists as "A, B and C"); unknown names stay visible."""
-    return string.Template(template or "").safe_substitute({k: render_value(v) for k, v in values.items()})
+    """``$name`` / ``${name}`` filled for people (lists as "A, B and C", amounts of money with two decimals
+    when they have cents: "€67.40"); unknown names stay visible."""
+    money = {a or b for a, b in _MONEY.findall(template or "")}
+    filled = {k: f"{v:.2f}" if k in money and isinstance(v, float) and not v.is_integer() else render_value(v)
+              for k, v in values.items()}
+    return string.Template(template or "").safe_substitute(filled)
 
 
 # --- COND("...") judged from results ---------------------------------------------------------------

@@ -139,6 +139,8 @@ def render_value(v: Any) -> str:
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))  # "€260", not "€260.0"
     return str(v)
 
 
