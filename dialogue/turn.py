@@ -20,7 +20,7 @@ from .understanding.navigation import is_instruction
 from .understanding.slots import slot_commands
 
 # commands that only navigate (or say the message is no language): the message is not read as slot values
-NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify", "not_understood"})
+NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify", "not_understood", "capabilities"})
 
 
 def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter]) -> ApplyEnv:

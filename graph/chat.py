@@ -244,8 +244,12 @@ def chat(thread: str | None = None, library: str | None = None, trace: bool = Fa
             text = normalize_text(text)
             if text.strip() in ("/quit", "/exit"):
                 break
+            if text.strip() == "/help":
+                console.print("[dim]Type what you need in your own words (ask the agent \"what can you help me "
+                              f"with?\"); /quit leaves, and flowdesk chat --thread {thread} comes back.[/]")
+                continue
             if re.fullmatch(r"/\w+", text.strip()):  # a mistyped command is not a message to the agent
-                console.print(f"[red]unknown command {text.strip()}[/] — /quit (or /exit) leaves the chat")
+                console.print(f"[red]unknown command {text.strip()}[/] — /help, /quit (or /exit)")
                 continue
             if not text.strip():
                 continue

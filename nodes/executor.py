@@ -23,7 +23,7 @@ from dialogue.frames import fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
 from graph.state import State, given_slots, turn_commands
-from workflows.text import humanize, lower_first
+from workflows.text import humanize, lower_first, render_value
 
 
 def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
@@ -31,6 +31,17 @@ def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
     the pattern's, or one of its answers'."""
     wf = res.patterns.workflows.get(name) or next(w for w in res.patterns.workflows.values() if w.answer(name))
     return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow})}
+
+
+def coverage(library, examples: int = 4) -> str:
+    """What the library covers, for people: its domains and one task of each of the first few
+    ("banking, dining, retail and travel — for example: check an account balance, book a table, ...")."""
+    by_domain: dict[str, list] = {}
+    for w in sorted(library.workflows.values(), key=lambda w: w.name):
+        by_domain.setdefault(w.domain, []).append(w)
+    domains = render_value([humanize(d) for d in by_domain])
+    tasks = [lower_first(ws[0].display_name) for ws in list(by_domain.values())[:examples]]
+    return f"{domains} — for example: {render_value(tasks)}" if tasks else "nothing yet: no workflow is loaded"
 
 
 INTERRUPTED = {"done": "pattern_interrupted_done", "failed": "pattern_interrupted_failed",
@@ -82,6 +93,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     if "human_handoff" in kinds:
         return {"proposal": pattern_reply(res, "pattern_human_handoff")}
+    if "capabilities" in kinds and (wf is None or frame is None):
+        return {"proposal": pattern_reply(res, "pattern_capabilities", coverage(res.library))}
     cancelled = [c["workflow"] for c in commands if c.get("command") == "cancel_flow"]
     if cancelled and (wf is None or wf.name != cancelled[-1]):
         gone = res.library.workflows.get(cancelled[-1])
@@ -98,7 +111,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     now = fingerprint(frame)
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
     # repair patterns that continue with the workflow's next question (the message is no slot value)
-    for kind, name, flow in (("resume_flow", "pattern_resume_flow", lower_first(wf.display_name)),
+    for kind, name, flow in (("capabilities", "pattern_capabilities", coverage(res.library)),
+                             ("resume_flow", "pattern_resume_flow", lower_first(wf.display_name)),
                              ("out_of_scope", "pattern_out_of_scope", wf.display_name),
                              ("not_understood", "pattern_not_understood_continue", wf.display_name)):
         if kind in kinds:

@@ -105,9 +105,9 @@ def test_chat_reads_yes_as_the_agent_does_and_keeps_commands_out_of_the_conversa
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FLOWDESK_STORE_DIR": copy_store(agent_context, tmp_path / "store"),
            "FLOWDESK_DB_PATH": str(tmp_path / "demo.sqlite")}
-    stdin = b"/help\nPlease cancel my booking B-1004\nhmm\nyes please\n/quit\n"
+    stdin = b"/hlep\nPlease cancel my booking B-1004\nhmm\nyes please\n/quit\n"
     proc = subprocess.run([sys.executable, "-m", "graph.cli", "chat", "--checkpoint", str(tmp_path / "cp.sqlite")],
                           input=stdin, capture_output=True, timeout=300, cwd=tmp_path, env=env)
     out = proc.stdout.decode("utf-8", "replace")
-    assert proc.returncode == 0 and "unknown command /help" in out, out
+    assert proc.returncode == 0 and "unknown command /hlep" in out, out
     assert "please answer yes or no" in out and "is cancelled" in out, out  # "hmm" asked again, "yes please" is yes

@@ -2,7 +2,8 @@
 
 One module per command (Rasa CALM's dialogue understanding): ``start_flow``, ``set_slot``,
 ``correct_slot``, ``cancel_flow``, ``resume_flow``, ``clarify``, ``skip_question``, ``chitchat``
-(ChitChat, OutOfScope), ``not_understood``, ``human_handoff``, ``close``, ``revise_flow`` (ReviseFlow, VerifyFlow).
+(ChitChat, OutOfScope), ``not_understood``, ``human_handoff``, ``close``, ``revise_flow`` (ReviseFlow, VerifyFlow),
+``capabilities`` (AskCapabilities).
 In the state they are plain dicts
 (``Command.model_dump()``); ``parse`` turns them back into models.
 """
@@ -16,6 +17,7 @@ from pydantic import Field, TypeAdapter
 from ..frames import Frame
 from .base import ApplyEnv, Command
 from .cancel_flow import CancelFlow
+from .capabilities import AskCapabilities
 from .chitchat import ChitChat, OutOfScope
 from .clarify import Clarify
 from .close import Close
@@ -29,11 +31,12 @@ from .skip_question import SkipQuestion
 from .start_flow import StartFlow
 
 AnyCommand = Annotated[Union[StartFlow, SetSlot, CorrectSlot, CancelFlow, ResumeFlow, Clarify, SkipQuestion,
-                             ChitChat, OutOfScope, NotUnderstood, HumanHandoff, Close, ReviseFlow, VerifyFlow],
+                             ChitChat, OutOfScope, NotUnderstood, HumanHandoff, Close, ReviseFlow, VerifyFlow,
+                             AskCapabilities],
                        Field(discriminator="command")]
 _ADAPTER: TypeAdapter = TypeAdapter(AnyCommand)
 
-__all__ = ["AnyCommand", "ApplyEnv", "CancelFlow", "ChitChat", "Clarify", "Close", "Command", "CorrectSlot",
+__all__ = ["AnyCommand", "ApplyEnv", "AskCapabilities", "CancelFlow", "ChitChat", "Clarify", "Close", "Command", "CorrectSlot",
            "HumanHandoff", "NotUnderstood", "OutOfScope", "ResumeFlow", "ReviseFlow", "SetSlot", "SkipQuestion",
            "StartFlow", "VerifyFlow", "apply_all",
            "dump", "parse"]

@@ -9,8 +9,8 @@ from typing import Any
 
 from workflows.text import FILLERS, UNSURE, content_words, yes_no
 
-from ..commands import (CancelFlow, ChitChat, Close, Command, HumanHandoff, ResumeFlow, SkipQuestion,
-                        StartFlow)
+from ..commands import (AskCapabilities, CancelFlow, ChitChat, Close, Command, HumanHandoff, ResumeFlow,
+                        SkipQuestion, StartFlow)
 from .policy_offline import Verdict
 
 BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:with|the|my)|carry on|"
@@ -22,6 +22,10 @@ ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
 HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
                    r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
                    r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)\b", re.I)
+# "What can you help me with?", "what kind of things can you do?", "how can you help?", "/help"
+CAPABILITIES = re.compile(r"\bwhat (?:else )?(?:can|could|do) you (?:do|help(?: me)?(?: with)?|offer)\b|"
+                          r"\bwhat (?:kind of |sort of )?(?:things|tasks|services|help) (?:can|do|could) you\b|"
+                          r"\bhow (?:can|could) you help(?: me)?\s*[?.!]*$|^\W*/?help\W*$", re.I)
 # Navigation words say *that* the user goes back, not *where*: they never count as naming a workflow.
 _NAVIGATION = frozenset({"back", "get", "let", "now", "finish", "finishing"})
 
@@ -66,6 +70,8 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     procedure has run to its end (there is nothing left to stop)."""
     if HUMAN.search(text):
         return [HumanHandoff(turn=turn)]
+    if CAPABILITIES.search(text):
+        return [AskCapabilities(turn=turn)]
     target = pick_resume(text, stacked, describe)
     if target is not None:
         return [ResumeFlow(workflow=target, turn=turn)]
