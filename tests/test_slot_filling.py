@@ -341,3 +341,8 @@ STAY = Workflow.model_validate({
                                         ("which one is cheapest?", {})])
 def test_counts_go_to_the_slot_they_count(msg, values):
     assert fill_slots(msg, STAY).values == values
+
+
+def test_a_single_letter_is_no_free_text_value():
+    assert "guest_name" not in fill("y", ["guest_name"]).values
+    assert fill("Al", ["guest_name"]).values["guest_name"] == "Al"

@@ -797,8 +797,8 @@ def free_value(message: str, kind: str, slot: Slot | None = None) -> str | None:
     name is a few words without digits (or the name the reply starts with: "John. And my ID is 661"), an
     id has a digit."""
     value = clean_free_text(strip_label(clean_free_text(message), slot))
-    if not value:
-        return None
+    if not value or re.fullmatch(r"[a-z]|[\W_]+", value, re.I):
+        return None  # "y", "?", "-": no value (one Latin letter is no name; one Chinese character may be)
     words = value.split()
     if kind == "person":
         if len(words) <= 4 and not re.search(r"\d", value) and words[0].lower() not in _NOT_NAMES:
