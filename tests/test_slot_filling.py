@@ -346,3 +346,13 @@ def test_counts_go_to_the_slot_they_count(msg, values):
 def test_a_single_letter_is_no_free_text_value():
     assert "guest_name" not in fill("y", ["guest_name"]).values
     assert fill("Al", ["guest_name"]).values["guest_name"] == "Al"
+
+
+def test_a_question_for_information_changes_no_value_given():
+    from dialogue.understanding.slots import slot_commands
+
+    frame = {"slots": {"time": "Saturday 20:00"}}
+    cmds, _ = slot_commands("what time do you close on Friday?", WF, frame, ["guest_name"], 3)
+    assert not [c for c in cmds if c.command == "correct_slot"]
+    cmds, _ = slot_commands("how about Friday at 7?", WF, frame, ["guest_name"], 3)
+    assert [c.slot for c in cmds if c.command == "correct_slot"] == ["time"]

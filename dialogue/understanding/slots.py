@@ -813,6 +813,8 @@ def free_value(message: str, kind: str, slot: Slot | None = None) -> str | None:
 # --- the slot commands of a turn -------------------------------------------------------------------
 
 MIN_CONF_NEW, MIN_CONF_CHANGE = 0.5, 0.7
+WH_QUESTION = re.compile(r"(?:\W*(?:and|so|oh|also|btw|by the way|sorry|hey|ok|okay)\W+)*"
+                         r"(?:what|when|where|which|who|why|how)\b(?!\s+about\b)", re.I)
 
 
 def last_items(frame: dict) -> list | None:
@@ -834,6 +836,9 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
     pending = [] if skip_free_text else asked
     found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame))
     slots = frame.get("slots") or {}
+    # a question for information ("what time do you close tonight?") changes no value the user gave;
+    # "what about 8pm?" / "can we do tonight instead?" propose one
+    inquiry = bool(WH_QUESTION.match(message.strip())) and "?" in message
     out: list = []
     for name, value in found.values.items():
         conf = found.confidence.get(name, 0)
@@ -841,6 +846,7 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
         if old is None or old == "":
             if conf >= MIN_CONF_NEW:
                 out.append(SetSlot(slot=name, value=value, confidence=round(conf, 3), turn=turn))
-        elif str(old).lower() != str(value).lower() and (conf >= MIN_CONF_CHANGE or name in asked):
+        elif str(old).lower() != str(value).lower() and (conf >= MIN_CONF_CHANGE or name in asked) \
+                and not (inquiry and name not in asked):
             out.append(CorrectSlot(slot=name, value=value, previous=old, confidence=round(conf, 3), turn=turn))
     return out, found
