@@ -86,28 +86,26 @@ def test_serve_refuses_a_busy_port(capsys):
     assert code == 2 and f"port {port} on 127.0.0.1 is in use; flowdesk serve does not move to another port" in text
 
 
-def test_invalid_utf8_on_stdin_does_not_end_the_chat(tmp_path, agent_context):
+def _chat(tmp_path, agent_context, stdin: bytes) -> tuple[int, str]:
+    """``flowdesk chat`` in a subprocess on the demo desk, fed ``stdin``: (exit code, stdout + stderr)."""
     from conftest import copy_store
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FLOWDESK_STORE_DIR": copy_store(agent_context, tmp_path / "store"),
            "FLOWDESK_DB_PATH": str(tmp_path / "demo.sqlite")}
-    stdin = b"\xff\xfe\xc3\x28 \xed\xa0\x80\x00\x1b[31m\nWhere is my order ORD-7003?\n/quit\n"
     proc = subprocess.run([sys.executable, "-m", "graph.cli", "chat", "--checkpoint", str(tmp_path / "cp.sqlite")],
                           input=stdin, capture_output=True, timeout=300, cwd=tmp_path, env=env)
-    out = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
-    assert proc.returncode == 0 and "Traceback" not in out, out
+    return proc.returncode, proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+
+
+def test_invalid_utf8_on_stdin_does_not_end_the_chat(tmp_path, agent_context):
+    code, out = _chat(tmp_path, agent_context,
+                      b"\xff\xfe\xc3\x28 \xed\xa0\x80\x00\x1b[31m\nWhere is my order ORD-7003?\n/quit\n")
+    assert code == 0 and "Traceback" not in out, out
     assert out.count("agent >") >= 2, out  # the bad line got an answer and so did the next one
     assert "bye — resume with" in out
 
 
 def test_chat_reads_yes_as_the_agent_does_and_keeps_commands_out_of_the_conversation(tmp_path, agent_context):
-    from conftest import copy_store
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLOWDESK_STORE_DIR": copy_store(agent_context, tmp_path / "store"),
-           "FLOWDESK_DB_PATH": str(tmp_path / "demo.sqlite")}
-    stdin = b"/hlep\nPlease cancel my booking B-1004\nhmm\nyes please\n/quit\n"
-    proc = subprocess.run([sys.executable, "-m", "graph.cli", "chat", "--checkpoint", str(tmp_path / "cp.sqlite")],
-                          input=stdin, capture_output=True, timeout=300, cwd=tmp_path, env=env)
-    out = proc.stdout.decode("utf-8", "replace")
-    assert proc.returncode == 0 and "unknown command /hlep" in out, out
+    code, out = _chat(tmp_path, agent_context, b"/hlep\nPlease cancel my booking B-1004\nhmm\nyes please\n/quit\n")
+    assert code == 0 and "unknown command /hlep" in out, out
     assert "please answer yes or no" in out and "is cancelled" in out, out  # "hmm" asked again, "yes please" is yes

@@ -36,10 +36,9 @@ AnyCommand = Annotated[Union[StartFlow, SetSlot, CorrectSlot, CancelFlow, Resume
                        Field(discriminator="command")]
 _ADAPTER: TypeAdapter = TypeAdapter(AnyCommand)
 
-__all__ = ["AnyCommand", "ApplyEnv", "AskCapabilities", "CancelFlow", "ChitChat", "Clarify", "Close", "Command", "CorrectSlot",
-           "HumanHandoff", "NotUnderstood", "OutOfScope", "ResumeFlow", "ReviseFlow", "SetSlot", "SkipQuestion",
-           "StartFlow", "VerifyFlow", "apply_all",
-           "dump", "parse"]
+__all__ = ["AnyCommand", "ApplyEnv", "AskCapabilities", "CancelFlow", "ChitChat", "Clarify", "Close", "Command",
+           "CorrectSlot", "HumanHandoff", "NotUnderstood", "OutOfScope", "ResumeFlow", "ReviseFlow", "SetSlot",
+           "SkipQuestion", "StartFlow", "VerifyFlow", "apply_all", "dump", "parse"]
 
 
 def parse(item: dict[str, Any] | Command) -> Command:

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
+from workflows.text import yes_no
+
 from .features import (QUESTION, foreign_share, lexical_features, names_task, retrieval_feature, slot_update,
                        split_history)
 from .query import self_generated_query
@@ -109,6 +111,10 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
         if active is None or feats["ends_task"]:
             return verdict("STAY", 0.9, oos=True, why="out of scope: closing or small talk")
         return verdict("STAY", 0.85, why="small talk or wrap-up inside the active workflow")
+    # A bare yes/no when no workflow waits for one ("Yes, go ahead" after the booking is made) agrees to
+    # nothing: there is no task in it to search for.
+    if active is None and not in_scope_request and feats["content_words"] <= 1 and yes_no(turn) is not None:
+        return verdict("STAY", 0.8, oos=True, why="out of scope: a yes/no with nothing asked")
     # Retrieval evidence on the turn, with the agent's offer/question when the turn is elliptical.
     probe = turn
     if feats["accepts_offer"] or feats["content_words"] <= 2:

@@ -310,8 +310,8 @@ _STRONG = re.compile(r"people|persons|guests|party|table|group|of us|adults", re
 _UNIT = "|".join(w for w in NUMBER_WORDS if " " not in w and NUMBER_WORDS[w] < 20 and w not in ("single", "couple"))
 _NUMBER_WORD = rf"(?:{_UNIT}|{'|'.join(_TENS)}|{'|'.join(_SCALES)})"
 # a number said in several words: "two hundred and fifty", "twenty-five", "a hundred", "three thousand"
-_WORD_RUN = re.compile(rf"\b(?:(?:a|one)\s+(?=hundred|thousand))?{_NUMBER_WORD}(?:(?:\s+and\s+|[\s-]+){_NUMBER_WORD})*\b",
-                       re.I)
+_WORD_RUN = re.compile(rf"\b(?:(?:a|one)\s+(?=hundred|thousand))?{_NUMBER_WORD}"
+                       rf"(?:(?:\s+and\s+|[\s-]+){_NUMBER_WORD})*\b", re.I)
 
 
 def _run_value(run: str) -> int | None:
@@ -352,7 +352,7 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
         chars[a:b] = " " * (b - a)
     for m in _INT.finditer("".join(chars)):
         tok = m.group(1).lower()
-        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other)\s+$",
+        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other)\s+(?:[a-z]+\s+)?$",
                                       text[:m.start(1)], re.I):
             continue  # "which one is cheapest?": a pronoun, not a number
         value: int | str = (tok if tok.startswith("0") and len(tok) > 1 else int(tok)) if tok.isdigit() \
