@@ -356,3 +356,10 @@ def test_a_question_for_information_changes_no_value_given():
     assert not [c for c in cmds if c.command == "correct_slot"]
     cmds, _ = slot_commands("how about Friday at 7?", WF, frame, ["guest_name"], 3)
     assert [c.slot for c in cmds if c.command == "correct_slot"] == ["time"]
+
+
+def test_an_identifier_typed_loosely_is_written_in_its_examples_form():
+    wf = Workflow.model_validate({"name": "track", "description": "Track.", "domain": "d", "role": "r", "slots": [
+        {"name": "order_id", "description": "Order number, e.g. ORD-7001"}]})
+    for said in ("where is ord 7003?", "ord7003 please", "my order is Ord-7003"):
+        assert fill_slots(said, wf).values == {"order_id": "ORD-7003"}, said

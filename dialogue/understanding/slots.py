@@ -138,6 +138,7 @@ class SlotFit:
     """The constraints a slot's values must meet (each None when the PDL states none)."""
 
     shape: re.Pattern | None = None  # any of the description's examples' shapes
+    prefixes: tuple[str, ...] = ()  # the examples' leading letters and separator ("ORD-" of "ORD-7001")
     digits: int | None = None  # exactly this many digits
     minimum: float | None = None
     maximum: float | None = None
@@ -178,11 +179,13 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
     """The constraints on ``slot``'s values from its description and the API parameters it feeds."""
     shapes: list[str] = []
     digits = None
+    tokens: list[str] = []
     if slot.type in ("string", "integer", "number") and not slot.enum:
         if m := _EXAMPLES.search(slot.description or ""):
-            shapes = [_shape(t) for t in _EXAMPLE_TOKEN.findall(m.group(1))
-                      # dates, times, plain numbers and ordinals ("the 19th", "4th floor") carry no shape
+            # dates, times, plain numbers and ordinals ("the 19th", "4th floor") carry no shape
+            tokens = [t for t in _EXAMPLE_TOKEN.findall(m.group(1))
                       if not re.fullmatch(r"[\d:.-]+|\d+(?:st|nd|rd|th)", t, re.I)]
+            shapes = [_shape(t) for t in tokens]
         if m := _DIGIT_COUNT.search(slot.description or ""):
             digits = int(m.group(1) or m.group(2))
             examples = re.findall(r"(?<!\d)\d{4,}(?!\d)", (_EXAMPLES.search(slot.description or "") or m).group(0))
@@ -203,7 +206,8 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
             except re.error:
                 pass  # the validator reports a bad pattern; slot filling does not guess
     shape = re.compile("|".join(f"(?:{s})" for s in dict.fromkeys(shapes)), re.I) if shapes else None
-    return SlotFit(shape=shape, digits=digits, **bounds)
+    prefixes = tuple(dict.fromkeys(m.group(0) for t in tokens if (m := re.match(r"[A-Za-z]+[-_]?(?=\d+$)", t))))
+    return SlotFit(shape=shape, prefixes=prefixes, digits=digits, **bounds)
 
 
 # --- typed extractors: each returns (value, span) or None ---------------------------------------
@@ -579,7 +583,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             elif kind == "phone" and (m := PHONE.search(src)):
                 out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "id" and (m := find_id(src, s.name, fits)):
-                out.set(s.name, m.group(0), 0.9), take(m.span())
+                out.set(s.name, in_form(m.group(0), fits[s.name]), 0.9), take(m.span())
+            elif kind == "id" and (loose := loose_id(src, fits[s.name])):
+                out.set(s.name, loose[0], 0.85), take(loose[1])
             elif kind == "datetime":
                 d, t = find_date(src, today), find_time(src)
                 if d or t:
@@ -684,6 +690,25 @@ def fits_slot(value: Any, slot: str, fits: dict[str, SlotFit], *, whole: bool = 
     if fit.shaped(value, whole=whole):
         return True
     return not any(f.shaped(value, whole=whole) for n, f in fits.items() if n != slot)
+
+
+def in_form(value: str, fit: SlotFit) -> str:
+    """``value`` with its examples' prefix as they write it ("Ord-7003" -> "ORD-7003")."""
+    return next((p + value[len(p):] for p in fit.prefixes if value[:len(p)].lower() == p.lower()), value)
+
+
+def loose_id(text: str, fit: SlotFit) -> tuple[str, tuple[int, int]] | None:
+    """An identifier typed loosely — other case, a space or no separator ("ord 7003", "ord7003") — written
+    in its examples' form ("ORD-7003")."""
+    for prefix in fit.prefixes:
+        letters = prefix.rstrip("-_")
+        if len(letters) < 2:
+            continue  # "b 2" is too common a phrase to be booking B-2
+        if m := re.search(rf"\b{re.escape(letters)}[-_\s]?(\d+)\b", text, re.I):
+            value = prefix + m.group(1)
+            if fit.ok(value):
+                return value, m.span()
+    return None
 
 
 def find_id(text: str, slot: str, fits: dict[str, SlotFit]) -> re.Match | None:
