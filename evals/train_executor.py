@@ -73,8 +73,8 @@ def turn_rows(step) -> TurnRows:
     from dialogue.execution.policy_offline import decide
 
     rules = decide(step.wf, step.interp, step.frame, step.reading, step.messages, [])
-    cands, nxt = candidates(step.wf, step.interp, step.frame, step.reading, rules, step.messages)
-    tf = features(step.wf, step.interp, step.frame, step.reading, step.messages, cands, nxt)
+    cands = candidates(step.wf, step.interp, step.frame, rules, step.messages)
+    tf = features(step.wf, step.interp, step.frame, step.reading, step.messages, cands)
     labels = [candidate_label(c) for c in cands]
     gold = labels.index(step.gold) if step.gold in labels else -1
     return TurnRows(step.task, step.dialogue, tf, gold, step.gold, labels)

@@ -11,9 +11,9 @@ succeeded), a question for the slots an API still misses (unless the rules alrea
 out-of-workflow reply.
 
 Features are relative to the workflow and name no task or service, so a model carries to workflows it
-never saw: is this the interpreter's next node / the rules' choice; how far the node stands after the
-last executed one in the procedure; did it run before and how long ago; does it ask for a slot still
-missing, one the user just gave, one pending; did the last API call just return, with something or
+never saw: is this the rules' choice (the procedure's next node unless a reply rule spoke); how far
+the node stands after the last executed one in the procedure; did it run before and how long ago;
+does it ask for a slot still missing, one the user just gave, one pending; did the last API call just return, with something or
 nothing; turns since the last question; how many of an API's parameters are filled and did any change
 since its last call; the words of the node's name that several workflows share (``ask``, ``inform``,
 ``nothing_found``, ``bye``; words of the workflow's own name are dropped) and those of the previous
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -65,11 +66,11 @@ TOKEN_PREFIXES = ("tok=", "prev=", "gen=")
 # Base features, in order (token features follow in the model file's list).
 BASE_FEATURES = [
     # the candidate
-    *(f"kind_{k}" for k in KINDS), "is_rules", "is_interp_next", "interp_next_kind_same",
+    *(f"kind_{k}" for k in KINDS), "is_rules", "rules_kind_same",
     "n_run", "last_is_this", "prev2_is_this", "since_this",
     "has_question", "n_vars", "vars_filled", "vars_from_results", "template_words", "precond_ok", "n_precond",
     "n_targets", "n_missing_targets", "target_just_given", "target_pending", "targets_filled",
-    "line_rel", "dist_last", "after_last", "next_rank", "dist_interp", "in_procedure",
+    "line_rel", "dist_last", "after_last", "next_rank", "in_procedure",
     "params_filled", "req_missing", "api_calls", "variant_calls", "new_info", "args_same_as_last",
     "variant_index", "variant_status", "last_call_this_variant", "last_call_other_variant_ok",
     "sim_user_template", "sim_user_name", "sim_prev_template", "prev_words_shared",
@@ -93,7 +94,11 @@ class IntentModel(BaseModel):
     coef: list[list[float]] = Field(description="targets x inputs weights")
     bias: list[float]
 
-    def probabilities(self, inputs: list[str]):
+    def probabilities(self, inputs: list[str]) -> dict[str, float]:
+        return dict(zip(self.targets, self.vector(inputs)))
+
+    def vector(self, inputs: list[str]) -> list[float]:
+        """The targets' probabilities, in ``targets`` order."""
         import numpy as np
 
         cache = self.__dict__.setdefault("_cache", {})
@@ -103,7 +108,7 @@ class IntentModel(BaseModel):
             cache["col"] = {n: i for i, n in enumerate(self.inputs)}
         idx = [cache["col"][x] for x in dict.fromkeys(inputs) if x in cache["col"]]
         z = cache["b"] + (cache["W"][idx].sum(axis=0) if idx else 0.0)
-        return dict(zip(self.targets, (1.0 / (1.0 + np.exp(-z))).tolist()))
+        return (1.0 / (1.0 + np.exp(-z))).tolist()
 
 
 class Gate(BaseModel):
@@ -171,7 +176,7 @@ class _Site:
 class _View:
     n_lines: int
     lines: dict[str, int]  # node -> first line it is called on
-    sorted_lines: list[int]
+    sorted_lines: list[int]  # the lines nodes are called on, ascending (each line's position: ``line_pos``)
     sites: list[_Site]
     tokens: dict[str, list[str]]  # answer -> name words shared across workflows (own-name words dropped)
     targets: dict[str, list[str]]  # answer -> slots it collects
@@ -181,6 +186,10 @@ class _View:
     apis: frozenset = frozenset()  # the workflow's API names
     asks: frozenset = frozenset()  # nodes that ask the user for something (request_information included)
     statics: dict = field(default_factory=dict)  # (kind, node) -> _Static, filled on first use
+    line_pos: dict = field(default_factory=dict)  # line -> its index in ``sorted_lines``
+
+    def __post_init__(self) -> None:
+        self.line_pos = {ln: i for i, ln in enumerate(self.sorted_lines)}
 
     def static(self, wf: Workflow, kind: str, node: str) -> "_Static":
         """What a candidate's features read from the workflow alone (the same in every turn)."""
@@ -192,6 +201,8 @@ class _View:
             tvars = list(ans.variables) if ans else []
             st = self.statics[(kind, node)] = _Static(
                 api=api, tvars=tvars, precond=list(ans.precondition if ans else api.precondition if api else []),
+                kind=[float(kind == k) for k in KINDS], line=self.lines.get(node, 0),
+                words=self.words.get(node, set()), name_words=self.name_words.get(node, set()),
                 head=[float("?" in template), len(tvars)], template=[
                     float(any(v in self.returns for v in tvars)), min(len(template.split()), 60)],
                 token_set=set(self.tokens.get(node) or ()),
@@ -203,6 +214,10 @@ class _View:
 @dataclass
 class _Static:
     api: Any
+    kind: list[float]  # one-hot over KINDS
+    line: int  # the first line the node is called on (0: none; an API site has its own)
+    words: set[str]  # content words of an answer's template (``_View.words``)
+    name_words: set[str]  # ... of its name and targets (``_View.name_words``)
     tvars: list[str]
     precond: list[str]
     head: list[float]  # "?" in the template, number of its variables
@@ -248,7 +263,7 @@ def view_of(wf: Workflow, interp: Interpreter) -> _View:
 
 # --- candidates ----------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """One action allowed now; ``build`` makes its proposal (only for the ones that get chosen)."""
 
@@ -283,15 +298,9 @@ def _values(frame: Frame | dict) -> dict:
     return values_view(frame.get("slots"), frame.get("results"))
 
 
-def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, rules: dict,
-               messages: list[BaseMessage]) -> tuple[list[Candidate], Any]:
-    """The actions allowed now (rules' proposal first), and the interpreter's next action."""
-    return allowed_actions(wf, interp, frame, rules, messages), interp.next_action(frame, reading)
-
-
-def allowed_actions(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
-                    messages: list[BaseMessage]) -> list[Candidate]:
-    """The actions allowed now, the rules' proposal first (``candidates`` without the interpreter's step)."""
+def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
+               messages: list[BaseMessage]) -> list[Candidate]:
+    """The actions allowed now, the rules' proposal first."""
     values = _values(frame)
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
@@ -401,7 +410,7 @@ class TurnFeatures:
 
 
 def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
-             cands: list[Candidate], nxt, n_candidates: int | None = None) -> TurnFeatures:
+             cands: list[Candidate], n_candidates: int | None = None) -> TurnFeatures:
     """The features of ``cands`` (the rules' proposal first); ``n_candidates``: how many actions the turn
     allows when ``cands`` are only those the caller will score (a feature of the turn)."""
     view = view_of(wf, interp)
@@ -416,13 +425,13 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     last = executed[-1] if executed else ""
     is_api, asks = view.apis, view.asks
     last_line = view.lines.get(last, 0)
-    after = [ln for ln in view.sorted_lines if ln > last_line]
+    first_after = bisect_right(view.sorted_lines, last_line)  # the first line after the last node's
+    line_pos = view.line_pos
     pending = list(frame.get("asked") or [])  # what the last question asked for
     wf_slots = [s.name for s in wf.slots]
     last_ok = (1.0 if calls[-1].get("status", "ok") == "ok" else 0.0) if calls else -1.0
     items = next((len(v) for v in reversed(list((frame.get("results") or {}).values()))
                   if isinstance(v, list)), 0)
-    interp_line = view.lines.get(nxt.name, 0)
     turn = [
         min(len(executed), 30), sum(1 for m in messages if getattr(m, "type", "") == "human"), since_user,
         float(last_type == "tool"), float(last in is_api), last_ok, len(calls),
@@ -442,18 +451,14 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     for k, n in enumerate(reversed(executed)):
         last_at.setdefault(n, k)  # nodes run: how many steps ago they last ran (``_since``)
     last_tokens = set(view.tokens.get(last) or ())
+    done = set(executed)
     for c in cands:
-        kind = [float(c.kind == k) for k in KINDS]
         node = c.name
         run = runs[node]
         st = view.static(wf, c.kind, node)
         api, tvars, precond = st.api, st.tvars, st.precond
         targets = view.targets.get(node, []) if c.kind == "answer" else list(c.missing) if c.kind == "request" else []
-        line = c.site.line if c.site else view.lines.get(node, 0)
-        is_next = (nxt.kind == "api" and c.kind == "api" and nxt.name == node
-                   and all(str(nxt.args.get(k)) == v for k, v in c.fixed.items())) or (
-            nxt.kind in ("answer",) and c.kind == "answer" and nxt.name == node) or (
-            nxt.kind in ("ask", "ask_cond") and c.kind == "request")
+        line = c.site.line if c.site else st.line
         same_kind = float(rules is not None and c.kind == rules.kind)
         if api is not None:
             params = [p for p in api.param_names if p not in c.fixed]
@@ -473,21 +478,20 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         else:
             api_f = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0]
         missing_t = [t for t in targets if not _filled(values, t)]
-        rows.append(kind + [
-            float(c.is_rules), float(is_next), same_kind,
+        rows.append(st.kind + [
+            float(c.is_rules), same_kind,
             run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
             last_at.get(node, -1),
             *st.head, (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0, *st.template,
-            float(all(p in executed for p in precond)), len(precond),
+            float(all(p in done for p in precond)), len(precond),
             len(targets), len(missing_t),
             float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)),
             float(any(t in pending for t in targets)), float(bool(targets) and not missing_t),
             line / view.n_lines, (line - last_line) / view.n_lines if line else 0.0, float(line > last_line),
-            after.index(line) if line in after else 99, (line - interp_line) / view.n_lines if line and interp_line else 0.0,
+            line_pos[line] - first_after if line > last_line and line in line_pos else 99,
             float(line > 0),
             *api_f,
-            _sim(user_words, view.words.get(node, set())), _sim(user_words, view.name_words.get(node, set())),
-            _sim(prev_words, view.words.get(node, set())),
+            _sim(user_words, st.words), _sim(user_words, st.name_words), _sim(prev_words, st.words),
             _sim(last_tokens, st.token_set),
             *turn,
         ])
@@ -558,6 +562,7 @@ class LearnedPolicy:
         self._known = set(model.features)
         self._columns = {n: i for i, n in enumerate(model.features)}
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
+        self._plans: dict[tuple, tuple] = {}  # token list -> ``_token_plan``
 
     @classmethod
     def load(cls, path: str | Path) -> "LearnedPolicy":
@@ -580,8 +585,44 @@ class LearnedPolicy:
         return path
 
     def scores(self, tf: TurnFeatures):
-        probs = self.model.intent.probabilities(tf.intent) if self.model.intent else None
-        return self._predict(vectorize(tf, self.features, probs, self._columns))
+        return self._predict(self.matrix(tf))
+
+    def matrix(self, tf: TurnFeatures):
+        """``vectorize(tf, self.features, intent probabilities)``, with what a candidate's token features
+        select (intent targets, columns) looked up once per distinct token list (the per-turn cost)."""
+        import numpy as np
+
+        n, nb, ni = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES)
+        X = np.zeros((n, len(self.features)), dtype=np.float32)
+        if not n:
+            return X
+        X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
+        probs = self.model.intent.vector(tf.intent) if self.model.intent else None
+        intent, rows, cols = [], [], []
+        for r, ts in enumerate(tf.toks):
+            idx, gen, at = self._token_plan(tuple(ts))
+            if probs is None:
+                intent.append((-1.0, -1.0, -1.0, -1.0, 0.0))
+            else:
+                g = probs[gen] if gen >= 0 else -1.0
+                ps = [probs[i] for i in idx]
+                intent.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)) if ps else (-1.0, -1.0, -1.0, g, 0.0))
+            rows.extend([r] * len(at))
+            cols.extend(at)
+        X[:, nb:nb + ni] = intent
+        X[rows, cols] = 1.0
+        return X
+
+    def _token_plan(self, toks: tuple) -> tuple[list[int], int, list[int]]:
+        """A token list's intent targets (``intent_columns``: ``prev=`` words excluded), its ``gen=``
+        target (-1: none) and its model columns (cached: the policy is shared, the lists repeat)."""
+        plan = self._plans.get(toks)
+        if plan is None:
+            at = {t: i for i, t in enumerate(self.model.intent.targets)} if self.model.intent else {}
+            idx = [at[t] for t in toks if t in at and not t.startswith("prev=")]
+            gen = next((at[t] for t in toks if t.startswith("gen=") and t in at), -1)
+            plan = self._plans[toks] = (idx, gen, [j for t in toks if (j := self._columns.get(t)) is not None])
+        return plan
 
     def ungated(self) -> "LearnedPolicy":
         """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""
@@ -606,8 +647,8 @@ class LearnedPolicy:
         """The candidates with their scores, best first (the rules' proposal is ``is_rules``); ``found``:
         ``candidates``' answer for this very state, when the caller already has it (``n_candidates``: how
         many the turn allows, when ``found`` holds only some of them)."""
-        cands, nxt = found or candidates(wf, interp, frame, reading, rules, messages)
-        s = self.scores(features(wf, interp, frame, reading, messages, cands, nxt, n_candidates))
+        cands = found or candidates(wf, interp, frame, rules, messages)
+        s = self.scores(features(wf, interp, frame, reading, messages, cands, n_candidates))
         return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
     def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
@@ -647,7 +688,7 @@ class LearnedPolicy:
             return not c.is_rules and bool(gate and _leaves_collection(c, wf, interp, executed, collecting)
                                            or executed and c.kind != "api" and c.name == executed[-1])
 
-        cands = allowed_actions(wf, interp, frame, rules, messages)
+        cands = candidates(wf, interp, frame, rules, messages)
         # only what could be chosen is scored (the ranker's cost): a passed-over candidate — one that leaves
         # the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop) — is never
         # taken, and a row's score does not depend on the other rows, so the order of the rest is the same
@@ -655,7 +696,7 @@ class LearnedPolicy:
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
         ranked = self.scored(wf, interp, frame, reading, messages, rules,
-                             (eligible, interp.next_action(frame, reading)), len(cands))
+                             eligible, len(cands))
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
