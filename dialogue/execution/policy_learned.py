@@ -346,16 +346,20 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: di
             add(Candidate("request", "request_information", missing=slots,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
-    for a in wf.answers:
-        if any(p not in executed for p in a.precondition):
+    for a in wf.answers:  # (``add`` inlined: a dozen per turn)
+        if ("answer", a.name) in seen or any(p not in executed for p in a.precondition):
             continue  # the controllers' dependency check would turn it down (and it saves the features)
+        seen.add(("answer", a.name))
         miss = [t for t in view.targets.get(a.name, []) if not _filled(values, t)]
-        add(Candidate("answer", a.name, missing=miss,
-                      build=lambda n=a.name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
-    add(Candidate("oow", OOW, build=lambda: {"kind": "reply", "name": OOW,
-                                             "text": "I'm sorry, I can't help with that here. Is there anything "
-                                                     "else I can help with?"}))
+        out.append(Candidate("answer", a.name, missing=miss,
+                             build=lambda n=a.name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
+    add(Candidate("oow", OOW, build=_oow_reply))
     return out
+
+
+def _oow_reply() -> dict:
+    return {"kind": "reply", "name": OOW,
+            "text": "I'm sorry, I can't help with that here. Is there anything else I can help with?"}
 
 
 def asked_slots(rules: dict, view: _View, values: dict) -> list[str]:
@@ -405,6 +409,9 @@ def _messages_since_user(messages: list[BaseMessage]) -> tuple[int, str, str]:
         if t == "ai" and not prev_text:
             prev_text = message_text(m)
     return n, last_type, prev_text
+
+
+_NO_API = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0)  # the API features of a reply
 
 
 @dataclass
@@ -484,8 +491,8 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
                      float(bool(calls) and calls[-1] in mine and calls[-1] not in variant
                            and calls[-1].get("status", "ok") == "ok")]
         else:
-            api_f = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0]
-        missing_t = [t for t in targets if not _filled(values, t)]
+            api_f = _NO_API
+        missing_t = [t for t in targets if not _filled(values, t)] if targets else targets
         rows.append(st.kind + [
             float(c.is_rules), same_kind,
             run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
@@ -493,8 +500,8 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             *st.head, (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0, *st.template,
             float(all(p in done for p in precond)), len(precond),
             len(targets), len(missing_t),
-            float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)),
-            float(any(t in pending for t in targets)), float(bool(targets) and not missing_t),
+            float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)) if targets else 0.0,
+            float(any(t in pending for t in targets)) if targets else 0.0, float(bool(targets) and not missing_t),
             line / view.n_lines, (line - last_line) / view.n_lines if line else 0.0, float(line > last_line),
             line_pos[line] - first_after if line > last_line and line in line_pos else 99,
             float(line > 0),
