@@ -349,7 +349,7 @@ def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(
     gated = LearnedPolicy(base.model.model_copy(update={"gate": gate}), "gated")
     collecting = set(asked_slots(rules, view_of(wf, interp), fr["slots"]))
     others = [c for c in gated.rank(wf, interp, fr, reading, messages, rules) if not c.is_rules]
-    assert collecting and others and all(_leaves_collection(c, wf, interp, [], collecting) for c in others)
+    assert collecting and others and all(_leaves_collection(c, view_of(wf, interp), [], collecting) for c in others)
     calls = []
 
     def counted(policy):
