@@ -95,9 +95,6 @@ class IntentModel(BaseModel):
     coef: list[list[float]] = Field(description="targets x inputs weights")
     bias: list[float]
 
-    def probabilities(self, inputs: list[str]) -> dict[str, float]:
-        return dict(zip(self.targets, self.vector(inputs)))
-
     def vector(self, inputs: list[str]) -> list[float]:
         """The targets' probabilities, in ``targets`` order."""
         import numpy as np
@@ -520,33 +517,48 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     return TurnFeatures(rows, toks, intent)
 
 
-def intent_columns(toks: list[list[str]], probs: dict[str, float] | None) -> list[list[float]]:
-    """INTENT_FEATURES per candidate: the intent model's probabilities of the candidate's own words."""
-    out = []
-    for ts in toks:
-        ps = [probs[t] for t in ts if t in probs and not t.startswith("prev=")] if probs else []
-        gen = next((probs[t] for t in ts if t.startswith("gen=") and t in probs), -1.0) if probs else -1.0
-        out.append([max(ps), sum(ps) / len(ps), min(ps), gen, len(ps)] if ps else [-1.0, -1.0, -1.0, gen, 0.0])
-    return out
+class Vectorizer:
+    """The model's matrix of a turn: base features, INTENT_FEATURES (max / mean / min of the intent
+    model's probabilities of a candidate's own words, ``prev=`` words excluded; that of its ``gen=`` word;
+    how many), then one column per token feature the model knows.  What a token list selects is looked
+    up once (the lists repeat from turn to turn); training and the policy build their matrices here."""
 
+    def __init__(self, names: list[str], targets: list[str]):
+        self.width = len(names)
+        self._columns = {n: i for i, n in enumerate(names)}
+        self._targets = {t: i for i, t in enumerate(targets)}
+        self._plans: dict[tuple, tuple[list[int], int, list[int]]] = {}
 
-def vectorize(tf: TurnFeatures, names: list[str], probs: dict[str, float] | None = None,
-              col: dict[str, int] | None = None):
-    """The model's matrix: base features, intent features, then one column per token feature it knows
-    (``col``: ``names``' column numbers, when the caller keeps them)."""
-    import numpy as np
+    def _plan(self, toks: tuple) -> tuple[list[int], int, list[int]]:
+        plan = self._plans.get(toks)
+        if plan is None:
+            at = self._targets
+            idx = [at[t] for t in toks if t in at and not t.startswith("prev=")]
+            gen = next((at[t] for t in toks if t.startswith("gen=") and t in at), -1)
+            plan = self._plans[toks] = (idx, gen, [j for t in toks if (j := self._columns.get(t)) is not None])
+        return plan
 
-    X = np.zeros((len(tf.rows), len(names)), dtype=np.float32)
-    nb, ni = len(BASE_FEATURES), len(INTENT_FEATURES)
-    if tf.rows:
-        X[:, :nb] = np.asarray(tf.rows, dtype=np.float32)
-        X[:, nb:nb + ni] = np.asarray(intent_columns(tf.toks, probs), dtype=np.float32)
-    col = col if col is not None else {n: i for i, n in enumerate(names)}
-    at = [(r, j) for r, ts in enumerate(tf.toks) for t in ts if (j := col.get(t)) is not None]
-    if at:
-        rows, cols = zip(*at)
-        X[list(rows), list(cols)] = 1.0
-    return X
+    def __call__(self, tf: TurnFeatures, probs: list[float] | None):
+        """``probs``: ``IntentModel.vector`` of the turn (None without an intent model)."""
+        import numpy as np
+
+        n, nb, ni = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES)
+        X = np.zeros((n, self.width), dtype=np.float32)
+        if not n:
+            return X
+        # (fromiter: half the time of asarray over a list of lists, the same float32 values)
+        X[:, :nb] = np.fromiter(chain.from_iterable(tf.rows), dtype=np.float32, count=n * nb).reshape(n, nb)
+        intent, rows, cols = [], [], []
+        for r, ts in enumerate(tf.toks):
+            idx, gen, at = self._plan(tuple(ts))
+            g = probs[gen] if probs is not None and gen >= 0 else -1.0
+            ps = [probs[i] for i in idx] if probs is not None else []
+            intent.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)) if ps else (-1.0, -1.0, -1.0, g, 0.0))
+            rows.extend([r] * len(at))
+            cols.extend(at)
+        X[:, nb:nb + ni] = intent
+        X[rows, cols] = 1.0
+        return X
 
 
 def familiarity(answer_tokens: dict[str, list[str]], features: set[str] | list[str]) -> float:
@@ -575,9 +587,8 @@ class LearnedPolicy:
         self.booster = lgb.Booster(model_str=model.booster)
         self._predict = _predictor(self.booster)
         self._known = set(model.features)
-        self._columns = {n: i for i, n in enumerate(model.features)}
+        self._vectorize = Vectorizer(model.features, model.intent.targets if model.intent else [])
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
-        self._plans: dict[tuple, tuple] = {}  # token list -> ``_token_plan``
 
     @classmethod
     def load(cls, path: str | Path) -> "LearnedPolicy":
@@ -603,42 +614,7 @@ class LearnedPolicy:
         return self._predict(self.matrix(tf))
 
     def matrix(self, tf: TurnFeatures):
-        """``vectorize(tf, self.features, intent probabilities)``, with what a candidate's token features
-        select (intent targets, columns) looked up once per distinct token list (the per-turn cost)."""
-        import numpy as np
-
-        n, nb, ni = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES)
-        X = np.zeros((n, len(self.features)), dtype=np.float32)
-        if not n:
-            return X
-        # (fromiter: half the time of asarray over a list of lists, the same float32 values)
-        X[:, :nb] = np.fromiter(chain.from_iterable(tf.rows), dtype=np.float32, count=n * nb).reshape(n, nb)
-        probs = self.model.intent.vector(tf.intent) if self.model.intent else None
-        intent, rows, cols = [], [], []
-        for r, ts in enumerate(tf.toks):
-            idx, gen, at = self._token_plan(tuple(ts))
-            if probs is None:
-                intent.append((-1.0, -1.0, -1.0, -1.0, 0.0))
-            else:
-                g = probs[gen] if gen >= 0 else -1.0
-                ps = [probs[i] for i in idx]
-                intent.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)) if ps else (-1.0, -1.0, -1.0, g, 0.0))
-            rows.extend([r] * len(at))
-            cols.extend(at)
-        X[:, nb:nb + ni] = intent
-        X[rows, cols] = 1.0
-        return X
-
-    def _token_plan(self, toks: tuple) -> tuple[list[int], int, list[int]]:
-        """A token list's intent targets (``intent_columns``: ``prev=`` words excluded), its ``gen=``
-        target (-1: none) and its model columns (cached: the policy is shared, the lists repeat)."""
-        plan = self._plans.get(toks)
-        if plan is None:
-            at = {t: i for i, t in enumerate(self.model.intent.targets)} if self.model.intent else {}
-            idx = [at[t] for t in toks if t in at and not t.startswith("prev=")]
-            gen = next((at[t] for t in toks if t.startswith("gen=") and t in at), -1)
-            plan = self._plans[toks] = (idx, gen, [j for t in toks if (j := self._columns.get(t)) is not None])
-        return plan
+        return self._vectorize(tf, self.model.intent.vector(tf.intent) if self.model.intent else None)
 
     def ungated(self) -> "LearnedPolicy":
         """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""
