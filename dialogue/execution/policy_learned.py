@@ -13,8 +13,8 @@ out-of-workflow reply.
 Features are relative to the workflow and name no task or service, so a model carries to workflows it
 never saw: is this the rules' choice (the procedure's next node unless a reply rule spoke); how far
 the node stands after the last executed one in the procedure; did it run before and how long ago;
-does it ask for a slot still missing, one the user just gave, one pending; did the last API call just return, with something or
-nothing; turns since the last question; how many of an API's parameters are filled and did any change
+does it ask for a slot still missing, one the user just gave, one pending; did the last API call just
+return, with something or nothing; turns since the last question; how many of an API's parameters are filled and did any change
 since its last call; the words of the node's name that several workflows share (``ask``, ``inform``,
 ``nothing_found``, ``bye``; words of the workflow's own name are dropped) and those of the previous
 node ("what agents do after this kind of node"); the overlap of the user's last message with the
