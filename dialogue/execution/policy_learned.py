@@ -304,9 +304,9 @@ def _values(frame: Frame | dict) -> dict:
 
 
 def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
-               messages: list[BaseMessage]) -> list[Candidate]:
-    """The actions allowed now, the rules' proposal first."""
-    values = _values(frame)
+               messages: list[BaseMessage], values: dict | None = None) -> list[Candidate]:
+    """The actions allowed now, the rules' proposal first (``values``: the frame's, when the caller has them)."""
+    values = _values(frame) if values is None else values
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
     out: list[Candidate] = []
@@ -422,12 +422,12 @@ class TurnFeatures:
 
 
 def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
-             cands: list[Candidate], n_candidates: int | None = None) -> TurnFeatures:
+             cands: list[Candidate], n_candidates: int | None = None, values: dict | None = None) -> TurnFeatures:
     """The features of ``cands`` (the rules' proposal first); ``n_candidates``: how many actions the turn
     allows when ``cands`` are only those the caller will score (a feature of the turn)."""
     view = view_of(wf, interp)
     executed = list(frame.get("executed") or [])
-    values = _values(frame)
+    values = _values(frame) if values is None else values
     calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
     message = last_user_text(messages)
     low = message.lower()
@@ -503,8 +503,8 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             line_pos[line] - first_after if line > last_line and line in line_pos else 99,
             float(line > 0),
             *api_f,
-            _sim(user_words, st.words), _sim(user_words, st.name_words), _sim(prev_words, st.words),
-            _sim(last_tokens, st.token_set),
+            _sim(user_words, st.words), _sim(user_words, st.name_words),
+            _sim(prev_words, st.words) if prev_words else 0.0, _sim(last_tokens, st.token_set) if last_tokens else 0.0,
             *turn,
         ])
         toks.append(st.toks + ["tok=" + str(v).lower() for v in c.fixed.values()] + prev_tokens
@@ -635,12 +635,12 @@ class LearnedPolicy:
 
     def scored(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
                messages: list[BaseMessage], rules: dict, found=None,
-               n_candidates: int | None = None) -> list[tuple[Candidate, float]]:
+               n_candidates: int | None = None, values: dict | None = None) -> list[tuple[Candidate, float]]:
         """The candidates with their scores, best first (the rules' proposal is ``is_rules``); ``found``:
         ``candidates``' answer for this very state, when the caller already has it (``n_candidates``: how
-        many the turn allows, when ``found`` holds only some of them)."""
-        cands = found or candidates(wf, interp, frame, rules, messages)
-        s = self.scores(features(wf, interp, frame, reading, messages, cands, n_candidates))
+        many the turn allows, when ``found`` holds only some of them; ``values``: the frame's)."""
+        cands = found or candidates(wf, interp, frame, rules, messages, values)
+        s = self.scores(features(wf, interp, frame, reading, messages, cands, n_candidates, values))
         return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
     def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
@@ -674,22 +674,22 @@ class LearnedPolicy:
         gate = self.model.gate
         margin = gate.min_margin if gate else -math.inf
         # the values the rules are collecting (none to keep when their proposal was rejected)
-        collecting = set(asked_slots(rules, view, _values(frame))) \
+        values = _values(frame)
+        collecting = set(asked_slots(rules, view, values)) \
             if gate and not rules_rejected else set()
 
         def passed_over(c: Candidate) -> bool:  # never the rules' proposal
             return not c.is_rules and bool(gate and _leaves_collection(c, view, executed, collecting)
                                            or executed and c.kind != "api" and c.name == executed[-1])
 
-        cands = candidates(wf, interp, frame, rules, messages)
+        cands = candidates(wf, interp, frame, rules, messages, values)
         # only what could be chosen is scored (the ranker's cost): a passed-over candidate — one that leaves
         # the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop) — is never
         # taken, and a row's score does not depend on the other rows, so the order of the rest is the same
         eligible = [c for c in cands if not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
-        ranked = self.scored(wf, interp, frame, reading, messages, rules,
-                             eligible, len(cands))
+        ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands), values)
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
