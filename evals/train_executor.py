@@ -73,8 +73,8 @@ def turn_rows(step) -> TurnRows:
     from dialogue.execution.policy_offline import decide
 
     rules = decide(step.wf, step.interp, step.frame, step.reading, step.messages, [])
-    cands, nxt = candidates(step.wf, step.interp, step.frame, step.reading, rules, step.messages)
-    tf = features(step.wf, step.interp, step.frame, step.reading, step.messages, cands, nxt)
+    cands = candidates(step.wf, step.interp, step.frame, rules, step.messages)
+    tf = features(step.wf, step.interp, step.frame, step.reading, step.messages, cands)
     labels = [candidate_label(c) for c in cands]
     gold = labels.index(step.gold) if step.gold in labels else -1
     return TurnRows(step.task, step.dialogue, tf, gold, step.gold, labels)
@@ -255,7 +255,7 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
     import numpy as np
 
     from dialogue.execution.policy_learned import BASE_FEATURES, FORMAT_VERSION, INTENT_FEATURES, LearnedPolicy, PolicyFile, \
-        vectorize
+        Vectorizer
 
     used = [t for t in turns if t.gold >= 0 and len(t.tf.rows) > 1]
     if not used:
@@ -263,7 +263,7 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
     vocab = vocabulary(used, min_tasks)
     names = BASE_FEATURES + INTENT_FEATURES + vocab
     inputs, targets, IntentModel = _intent_model(used, vocab, min_tasks)
-    probs: list[dict | None] = [None] * len(used)
+    probs: list[list[float] | None] = [None] * len(used)
     intent = None
     if inputs and targets:
         fold_of = {d: i % folds for i, d in enumerate(sorted({t.dialogue for t in used}))}
@@ -273,12 +273,13 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
             coef, bias = _intent_fit(train, inputs, targets)
             part = IntentModel(inputs=inputs, targets=targets, coef=coef.tolist(), bias=bias.tolist())
             for i in held:
-                probs[i] = part.probabilities(used[i].tf.intent)
+                probs[i] = part.vector(used[i].tf.intent)
         coef, bias = _intent_fit(used, inputs, targets)
         keep = [j for j in range(len(inputs)) if np.abs(coef[:, j]).max() >= 1e-3]  # drop inert inputs
         intent = IntentModel(inputs=[inputs[j] for j in keep], targets=targets,
                              coef=[_round(row[keep]) for row in coef], bias=_round(bias))
-    X = np.vstack([vectorize(t.tf, names, p) for t, p in zip(used, probs)])
+    vectorize = Vectorizer(names, targets if intent else [])
+    X = np.vstack([vectorize(t.tf, p) for t, p in zip(used, probs)])
     y = np.zeros(len(X), dtype=np.float32)
     pos, groups, starts = 0, [], []
     for t in used:

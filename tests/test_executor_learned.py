@@ -102,7 +102,7 @@ def test_the_fast_predictor_scores_as_lightgbm_does():
 def test_candidates_are_the_actions_allowed_now(demo):
     wf = demo.workflows["book_table"]
     interp, fr, reading, messages, rules = _state(wf, "I'd like a table at Casa Fiorella for 2")
-    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
+    cands = candidates(wf, interp, fr, rules, messages)
     assert cands[0].is_rules and cands[0].proposal == rules
     names = {(c.kind, c.name) for c in cands}
     assert ("api", "check_availability") in names
@@ -113,7 +113,7 @@ def test_candidates_are_the_actions_allowed_now(demo):
     assert "confirm_booking" not in offered  # its precondition (book) has not run
     # date and time are still missing: the rules' own question asks for them (no generic duplicate)
     assert cands[0].name == "ask_booking_details" and ("request", "request_information") not in names
-    tf = features(wf, interp, fr, reading, messages, cands, nxt)
+    tf = features(wf, interp, fr, reading, messages, cands)
     assert len(tf.rows) == len(cands) and all(len(r) == len(BASE_FEATURES) for r in tf.rows)
     # token features never carry the workflow's own name words
     assert not {t.split("=", 1)[1] for ts in tf.toks for t in ts if t.startswith("tok=")} & {"book", "table"}
@@ -126,14 +126,14 @@ def test_the_user_just_gave_this_slot_and_the_yes_no_reading(demo):
     wf = demo.workflows["book_table"]
     interp, fr, reading, messages, rules = _state(wf, "Casa Fiorella, 2 people, 2026-12-23 at 19:00",
                                                   executed=["ask_booking_details"])
-    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
-    tf = features(wf, interp, fr, reading, messages, cands, nxt)
+    cands = candidates(wf, interp, fr, rules, messages)
+    tf = features(wf, interp, fr, reading, messages, cands)
     ask = cands.index(next(c for c in cands if c.name == "ask_booking_details"))
     assert tf.rows[ask][BASE_FEATURES.index("target_just_given")] == 1.0
     assert tf.rows[ask][BASE_FEATURES.index("last_is_this")] == 1.0
     interp, fr, reading, messages, rules = _state(wf, "yes please")
-    cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
-    row = features(wf, interp, fr, reading, messages, cands, nxt).rows[0]
+    cands = candidates(wf, interp, fr, rules, messages)
+    row = features(wf, interp, fr, reading, messages, cands).rows[0]
     assert (row[BASE_FEATURES.index("user_yes")], row[BASE_FEATURES.index("user_no")]) == (1.0, 0.0)
 
 
@@ -157,8 +157,8 @@ def test_the_ranker_calls_no_tool_the_workflow_keeps(demo):
     interp, fr, reading, messages, rules = _state(wf, "I want to return the ceramic vase from order ORD-7011")
     after = messages + [ToolMessage("{}", tool_call_id="c1")]
     for msgs, offered in ((messages, True), (after, False)):
-        cands, _ = candidates(wf, interp, {**fr, "executed": ["ask_return_details", "verify_order"]}, reading,
-                              {"kind": "reply", "name": "x"}, msgs)
+        cands = candidates(wf, interp, {**fr, "executed": ["ask_return_details", "verify_order"]},
+                           {"kind": "reply", "name": "x"}, msgs)
         assert any(c.kind == "api" and c.name == check.name for c in cands) is offered
         assert not any(c.kind == "api" and c.name == create.name for c in cands)
 
@@ -189,8 +189,8 @@ def adversarial_model(tmp_path_factory, demo):
     for i, text in enumerate(["hi", "Casa Fiorella for 2", "tomorrow at 19:00", "a table please", "Alice Smith",
                               "2026-12-23", "for four", "at 20:00"] * 8):
         interp, fr, reading, messages, rules = _state(wf, text)
-        cands, nxt = candidates(wf, interp, fr, reading, rules, messages)
-        tf = features(wf, interp, fr, reading, messages, cands, nxt)
+        cands = candidates(wf, interp, fr, rules, messages)
+        tf = features(wf, interp, fr, reading, messages, cands)
         bad = next((k for k, c in enumerate(cands) if c.kind == "api" and c.missing), None)
         if bad is not None:
             turns.append(TurnRows(f"task{i % 3}", i, tf, bad, "query", [candidate_label(c) for c in cands]))
@@ -349,7 +349,7 @@ def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(
     gated = LearnedPolicy(base.model.model_copy(update={"gate": gate}), "gated")
     collecting = set(asked_slots(rules, view_of(wf, interp), fr["slots"]))
     others = [c for c in gated.rank(wf, interp, fr, reading, messages, rules) if not c.is_rules]
-    assert collecting and others and all(_leaves_collection(c, wf, interp, [], collecting) for c in others)
+    assert collecting and others and all(_leaves_collection(c, view_of(wf, interp), [], collecting) for c in others)
     calls = []
 
     def counted(policy):

@@ -27,6 +27,7 @@ import ast
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from workflows.pdl import Workflow
@@ -185,11 +186,16 @@ class _Walk:
         self._skip = skip
         self._scope: Scope = scope_of(frame, reading)  # type: ignore[arg-type]
         self._executed = list(frame.get("executed") or [])
-        self._left = Counter(interp.latest_round(list(self._executed)))
         self._values = self._scope.values
         self._results = self._scope.results
         self._slots = self._scope.slots
         self._lines = interp.lines
+
+    @cached_property
+    def _left(self) -> Counter:
+        """Nodes run in the latest round, by count (the walk consumes them; computed only for a walk, not
+        for a call's arguments)."""
+        return Counter(self.interp.latest_round(list(self._executed)))
 
     def run(self) -> NextAction:
         try:
