@@ -45,12 +45,11 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
                     slots_of=slots_of, settled=settled)
 
 
-def open_frame(stack: list[Frame] | None, workflows: Mapping[str, Workflow],
-               interpreters: Mapping[str, Interpreter]) -> Frame | None:
+def open_frame(stack: list[Frame] | None, env: ApplyEnv) -> Frame | None:
     """The active frame the user's next words can still change: the top frame, unless it is settled
     (finished with an irreversible call made — then the next request is a new one)."""
     frame = top(stack)
-    return None if frame is None or make_env(0, workflows, interpreters).settled(frame) else frame
+    return None if frame is None or env.settled(frame) else frame
 
 
 def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: dict, kinds: set[str],

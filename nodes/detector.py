@@ -16,8 +16,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import NotUnderstood, dump
-from dialogue.frames import interrupted, top
-from dialogue.turn import make_env
+from dialogue.frames import interrupted
+from dialogue.turn import make_env, open_frame
 from dialogue.understanding.belief import revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
@@ -63,9 +63,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     stack = state.get("stack") or []
     turn = int(state.get("turn") or 0) + 1
     env = make_env(turn, res.library.workflows, res.interpreters)
-    frame = top(stack)
-    if frame is not None and env.settled(frame):
-        frame = None  # its irreversible call is made: what the user says next is a new request
+    frame = open_frame(stack, env)  # a settled frame's irreversible call is made: the next turn is a new request
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     active = wf.name if wf is not None else None  # a workflow gone from the library is no longer active
     asked = list(frame.get("asked") or []) if wf is not None else []

@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import Clarify, StartFlow, dump
-from dialogue.turn import open_frame
+from dialogue.turn import make_env, open_frame
 from dialogue.understanding.belief import initial_belief, side_question
 from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
@@ -56,7 +56,7 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical, dense)
     stack = state.get("stack") or []
     seen = [f["workflow"] for f in stack]
-    frame = open_frame(stack, res.library.workflows, res.interpreters)  # a settled workflow is seen, not active
+    frame = open_frame(stack, make_env(0, res.library.workflows, res.interpreters))  # settled: seen, not active
     active = frame["workflow"] if frame else None
     # The active workflow and its pick's alternatives compete too (a search may find the same task).
     extra = ([active] if active else []) + list((frame.get("belief") or {}) if frame else [])
