@@ -58,7 +58,7 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     active = active_workflow(state)
     # The active workflow and its pick's alternatives compete too (a search may find the same task).
     extra = ([active] if active else []) + list((stack[-1].get("belief") or {}) if active else [])
-    scores = ranker.scores(ev, res.library, active, seen, extra)
+    scores = ranker.picker().scores(ev, res.library, active, seen, extra)
     if active and scores and side_question(text, stack[-1], scores[0][0], res.library):
         scores = sorted(scores, key=lambda x: x[0] != active)  # stable: the active first, the rest as ranked
     wfs = res.library.workflows
