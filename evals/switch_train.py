@@ -398,12 +398,13 @@ REVISER_THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.5)
 
 def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[list[float]], list[int]]:
     """(X, y) over the STAY turns of a closed-loop replay without revision: for each alternative to the
-    agent's own active pick (``belief.reviser_rows``, read exactly as the detector reads the turn),
-    label "it is the gold" (0 for every alternative when the pick is right)."""
+    agent's own active pick that the reviser would weigh (``belief.reviser_candidates``: the rows the
+    agent scores, read exactly as the detector reads the turn), label "it is the gold" (0 for every
+    alternative when the pick is right)."""
     from langchain_core.messages import HumanMessage
 
     from dialogue.frames import top
-    from dialogue.understanding.belief import REVISER_FEATURES, reverify, reviser_rows
+    from dialogue.understanding.belief import REVISER_FEATURES, reverify, reviser_candidates
     from dialogue.understanding.features import split_history
     from dialogue.understanding.ranker import evidence, load_ranker
     from graph.resources import get_resources
@@ -433,8 +434,8 @@ def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[li
                 seen = [f["workflow"] for f in stack]
                 ev = evidence(text, agent, scorer(text))
                 belief, _ = reverify(ranker, ev, res.library, frame["workflow"], seen, dict(frame["belief"]))
-                rows = reviser_rows(ranker, frame, ev, msgs, res.library, scorer, seen, belief,
-                                    dense_scorer(res.retriever))
+                rows = reviser_candidates(ranker, frame, ev, msgs, res.library, scorer, seen, belief,
+                                          dense_scorer(res.retriever))
             state = loop.user_turn(state, turn.text)
             kinds = {c.get("command") for c in turn_commands(state)}
             if rows and decision(turn_commands(state)) == "STAY" and not kinds & {
@@ -571,6 +572,10 @@ def train_command(
     star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
     reviser: bool = typer.Option(True, help="Then fit the reviser on closed-loop traces (reports/switch-train-reviser)."),
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
+    pick_only: bool = typer.Option(False, help="Only fit the pick model (then the reviser, unless --no-reviser)."),
+    pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
+    pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
+                                                "for the pick model's rows."),
 ) -> None:
     """Fit the switch ranker on SGD/STAR train and choose the switching configuration closed loop."""
     from dialogue.understanding.ranker import MODEL_PATH
@@ -579,9 +584,13 @@ def train_command(
     if not data.is_dir():
         raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
     path = Path(model) if model else MODEL_PATH
-    if not reviser_only:
+    if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
+    if not reviser_only:
+        p = train_pick(data, path, pick_sgd_every, pick_star_every, Path(".flowdesk/eval"))
+        typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
+                   f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
                           {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"))
