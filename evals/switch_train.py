@@ -385,6 +385,26 @@ def train_pick(data: Path, model_path: Path, sgd_every: int, star_every: int, ca
     return pick
 
 
+def _pick_report(out: Path, pick: dict, command: str) -> None:
+    from .report import Report
+
+    held = pick["held_out"]
+    rep = Report(out, "Switch pick model — LightGBM lambdarank over the ranker's features, fitted on train")
+    rep.text(f"Rows: {pick['rows']} (candidate, SEARCH turn) pairs over {pick['turns']} turns of SGD {pick['trained_on']['sgd']} "
+             f"and STAR {pick['trained_on']['star']}, read as the retriever node reads them "
+             f"(`evals.switch_train.training_rows`). Reproduce: `{command}`. Dev splits were not read.")
+    rep.table(f"Pick accuracy on held-out train dialogues (every {PICK_HOLDOUT}th, {held['turns']} turns)",
+              ["model", "gold picked"], [["logistic regression (same rows, same features)",
+                                          held["pick_accuracy_logistic"]],
+                                         ["LightGBM lambdarank (the pick model)", held["pick_accuracy"]]])
+    rep.bar_plot("pick", ["logistic", "lambdarank"], {"held-out": [held["pick_accuracy_logistic"],
+                                                                   held["pick_accuracy"]]},
+                 "pick accuracy", "Pick at a SEARCH turn, held-out train dialogues")
+    rep.write({"summary": {"pick_accuracy": held["pick_accuracy"],
+                           "pick_accuracy_logistic": held["pick_accuracy_logistic"]},
+               **{k: v for k, v in pick.items() if k != "booster"}})
+
+
 def write_pick(model_path: Path, pick: dict) -> None:
     model = json.loads(model_path.read_text(encoding="utf-8"))
     model["ranker"]["pick"] = pick
@@ -589,6 +609,8 @@ def train_command(
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
     if not reviser_only:
         p = train_pick(data, path, pick_sgd_every, pick_star_every, Path(".flowdesk/eval"))
+        _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
+                                                         f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")
         typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
                    f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f})")
     if reviser or reviser_only:
