@@ -263,6 +263,33 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
     assert not answers_question({"asked": ["account"]}, stolen)  # a slot question: not a yes/no answer
 
 
+def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
+    """``reviser_candidates`` is the one filter between ``reviser_rows`` and the reviser, at serve time and
+    for the training rows: only alternatives the turn speaks of, none on an answer to a yes/no question."""
+    from dialogue.frames import new_frame
+    from dialogue.understanding.belief import reviser_candidates
+    from dialogue.understanding.ranker import evidence, load_ranker
+    from graph.resources import get_resources
+    from nodes.detector import dense_scorer, retriever_scorer
+
+    res = get_resources(agent_context)
+    scorer = retriever_scorer(res.retriever)
+
+    def names(text: str, asked: list[str]) -> list[str]:
+        frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2},
+                 "asked": asked}
+        question = "Is it the checking account? (yes/no)"
+        msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
+        rows = reviser_candidates(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
+                                  scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever))
+        assert all(f["speaks_turn"] == 1.0 for _, f in rows)
+        return [n for n, _ in rows]
+
+    assert "block_card" in names("my card was stolen, please block it", [])
+    assert names("C-1001", []) == []  # an answer names no other task
+    assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []
+
+
 def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_scores():
     import random
 
