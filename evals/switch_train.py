@@ -22,6 +22,10 @@ switching configuration there, closed loop.
    agent's own mistakes and the turns it was right.  LightGBM over them; the threshold is chosen closed
    loop on other train dialogues (best mean top-1, search cap as above) and written into the model.
 
+5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
+   on more dialogues (``pick_samples``), written as ``ranker.pick``; it runs before the reviser, whose
+   rows depend on the picks.
+
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
 never read.

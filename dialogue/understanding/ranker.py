@@ -17,6 +17,9 @@ The weights are a logistic regression fitted on the training splits only (SGD tr
 A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
 detector stays on: there the evidence is an answer and the agent's question, not a request, and the
 slot words, enum values and offers weigh differently than at a search.
+An optional pick model (``ranker.pick``: LightGBM lambdarank over the same features, ``flowdesk train
+switch --pick-only``) orders a SEARCH turn's candidates instead (``Ranker.picker``); the bundled model has
+none (it lowered intent switching on the demo desk, ``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
@@ -160,7 +163,7 @@ class Ranker:
     # The re-verification weights (``dialogue.understanding.belief``): fitted on the turns the detector
     # stays on, where the evidence is the user's answer and the agent's question, not a request.
     verify: tuple[float, ...] = ()
-    # The pick model (LightGBM, binary log-odds over ``FEATURES``; '' = the linear weights): the retriever's
+    # The pick model (LightGBM lambdarank scores over ``FEATURES``; '' = the linear weights): the retriever's
     # order at a SEARCH turn (``picker``).  The belief's re-verification and the reviser keep the linear scores.
     booster: str = field(default="", repr=False)
 
