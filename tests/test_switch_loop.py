@@ -261,3 +261,67 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
     assert commands("No, I meant block my card, it was stolen", ["cond_0a1b2c3d"]) == ["revise_flow"]
     assert commands("yes, and can you block my card, it was stolen", ["cond_0a1b2c3d"]) == ["revise_flow"]
     assert not answers_question({"asked": ["account"]}, stolen)  # a slot question: not a yes/no answer
+
+
+def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
+    """``reviser_candidates`` is the one filter between ``reviser_rows`` and the reviser, at serve time and
+    for the training rows: only alternatives the turn speaks of, none on an answer to a yes/no question."""
+    from dialogue.frames import new_frame
+    from dialogue.understanding.belief import reviser_candidates
+    from dialogue.understanding.ranker import evidence, load_ranker
+    from graph.resources import get_resources
+    from nodes.detector import dense_scorer, retriever_scorer
+
+    res = get_resources(agent_context)
+    scorer = retriever_scorer(res.retriever)
+
+    def names(text: str, asked: list[str]) -> list[str]:
+        frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2},
+                 "asked": asked}
+        question = "Is it the checking account? (yes/no)"
+        msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
+        rows = reviser_candidates(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
+                                  scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever))
+        assert all(f["speaks_turn"] == 1.0 for _, f in rows)
+        return [n for n, _ in rows]
+
+    assert "block_card" in names("my card was stolen, please block it", [])
+    assert names("C-1001", []) == []  # an answer names no other task
+    assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []
+
+
+def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_scores():
+    import random
+
+    from dialogue.understanding.ranker import FEATURES, Ranker, evidence
+    from evals.switch_train import fit_pick, pick_model
+    from workflows.library import bundled_library_path, load_library
+
+    # Rows where only an interaction decides: on turns of one kind (a per-turn flag, the same for every
+    # candidate) the gold names the task, on the other it has the slot-word hit; a candidate with both
+    # is never the gold.  No linear weights tell these apart (the flag only shifts every score).
+    rng = random.Random(0)
+    patterns = [(1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (1.0, 1.0)]
+    per_dialogue = []
+    for d in range(60):
+        X, y, g = [], [], []
+        for t in range(4):
+            flag = float(rng.random() < 0.5)
+            for names, slot in rng.sample(patterns, 4):
+                f = dict.fromkeys(FEATURES, 0.0)
+                f["names_task"], f["slot_hit"], f["same_role"], f["lex_norm"] = names, slot, flag, rng.random()
+                X.append([f[k] for k in FEATURES])
+                y.append(int((names, slot) == ((1.0, 0.0) if flag else (0.0, 1.0))))
+                g.append(t)
+        per_dialogue.append((X, y, g))
+    pick = pick_model(per_dialogue)
+    assert pick["held_out"]["pick_accuracy"] > pick["held_out"]["pick_accuracy_logistic"]
+    assert pick["held_out"]["pick_accuracy"] > 0.9
+
+    lib = load_library(bundled_library_path())
+    zero = tuple(0.0 for _ in FEATURES)
+    linear = Ranker(zero, 0.0, meta={"ranker": {"pick": fit_pick(*per_dialogue[0])}})
+    assert linear.booster == "" and linear.picker().booster  # only the pick at a search uses the trees
+    ev = evidence("please block my card", "", [("block_card", 1.0), ("check_balance", 0.9)])
+    assert {s for _, s in linear.scores(ev, lib, None, [])} == {0.0}  # the belief's scores stay linear
+    assert len(linear.picker().scores(ev, lib, None, [])) == 2

@@ -82,12 +82,8 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     belief, target = reverify(ranker, ev, library, active, seen, dict(frame["belief"]))
     reviser = ranker.meta.get("reviser")
     if reviser and scorer is not None and messages:
-        # A revision needs a word of the other task (not of the active one) in the turn itself: an answer
-        # to the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th")
-        # says nothing of another task, and words of a digression since the pick belong to that digression.
-        rows = [(n, f) for n, f in reviser_rows(ranker, frame, ev, messages, library, scorer, seen, belief, dense)
-                if f["speaks_turn"]]
-        target, p = revise_choice(reviser, rows)
+        target, p = revise_choice(reviser, reviser_candidates(ranker, frame, ev, messages, library, scorer, seen,
+                                                              belief, dense))
         if target is None:
             return [VerifyFlow(workflow=active, belief=belief, turn=turn)]
         belief = {**belief, target: max([belief.get(target, -1e9), *belief.values()])}
@@ -269,6 +265,20 @@ def reviser_rows(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Seque
         }
         rows.append((n, f))
     return rows
+
+
+def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Sequence, library, scorer,
+                       seen: Sequence[str], belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
+    """The rows the reviser decides on (``reviser_rows``), kept to the alternatives the turn itself speaks
+    of; none when the turn answers the pending yes/no question.  Its training rows are these very rows
+    (``evals.switch_train.reviser_rows_closed_loop``).
+    A revision needs a word of the other task (not of the active one) in the turn itself: an answer to
+    the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th") says
+    nothing of another task, and words of a digression since the pick belong to that digression."""
+    if answers_question(frame, ev_turn.text):
+        return []
+    return [(n, f) for n, f in reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
+            if f["speaks_turn"]]
 
 
 def _user_turns(messages: Sequence):

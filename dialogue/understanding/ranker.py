@@ -17,6 +17,9 @@ The weights are a logistic regression fitted on the training splits only (SGD tr
 A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
 detector stays on: there the evidence is an answer and the agent's question, not a request, and the
 slot words, enum values and offers weigh differently than at a search.
+An optional pick model (``ranker.pick``: LightGBM lambdarank over the same features, ``flowdesk train
+switch --pick-only``) orders a SEARCH turn's candidates instead (``Ranker.picker``); the bundled model has
+none (it lowered intent switching on the demo desk, ``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -42,6 +45,8 @@ FEATURES = (
     "den_raw", "den_rr", "den_top", "den_margin",
     "is_active", "same_role", "same_domain", "seen_role", "seen_workflow", "unseen_sibling",
     "verb_match", "verb_clash", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
+    # graded overlap (used by the gradient-boosted pick model; the linear weights leave them at 0)
+    "enum_count", "slot_share", "name_share", "agent_slot_share",
 )
 
 
@@ -120,14 +125,22 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     f["verb_match"] = float(bool(said & verbs))
     f["verb_clash"] = float(bool(said) and bool(verbs) and not said & verbs)
     f["names_task"] = float(names_task(ev.text, name))
-    f["enum_hit"] = float(sum(1 for v in set(_slot_values(wf)) if len(v) > 3 and v not in ("true", "false")
-                              and re.search(rf"\b{re.escape(v)}\b", low)) > 0)
+    enums = sum(1 for v in set(_slot_values(wf)) if len(v) > 3 and v not in ("true", "false")
+                and re.search(rf"\b{re.escape(v)}\b", low))
+    f["enum_hit"] = float(enums > 0)
+    f["enum_count"] = math.log1p(enums)
     words = _slot_words(wf)
-    f["slot_hit"] = float(any(_mentions(w, tokens) for w in words))
+    hits = sum(1 for w in words if _mentions(w, tokens))
+    f["slot_hit"] = float(hits > 0)
+    f["slot_share"] = hits / len(words) if words else 0.0
+    task = name_words(name)
+    f["name_share"] = sum(1 for w in task if _mentions(w, tokens)) / len(task) if task else 0.0
     offer_verbs = verb_groups(_WORD.findall(ev.offer.lower())) if ev.offer else set()
     f["offer_fit"] = float(bool(offer_verbs & verbs)) - float(bool(offer_verbs) and not offer_verbs & verbs)
     agent_tokens = content_words(ev.agent) if ev.agent else set()
-    f["agent_slot_hit"] = float(any(_mentions(w, agent_tokens) for w in words)) if agent_tokens else 0.0
+    agent_hits = sum(1 for w in words if _mentions(w, agent_tokens)) if agent_tokens else 0
+    f["agent_slot_hit"] = float(agent_hits > 0)
+    f["agent_slot_share"] = agent_hits / len(words) if words else 0.0
     return {k: f.get(k, 0.0) for k in FEATURES}
 
 
@@ -150,9 +163,19 @@ class Ranker:
     # The re-verification weights (``dialogue.understanding.belief``): fitted on the turns the detector
     # stays on, where the evidence is the user's answer and the agent's question, not a request.
     verify: tuple[float, ...] = ()
+    # The pick model (LightGBM lambdarank scores over ``FEATURES``; '' = the linear weights): the retriever's
+    # order at a SEARCH turn (``picker``).  The belief's re-verification and the reviser keep the linear scores.
+    booster: str = field(default="", repr=False)
 
     def logit(self, f: dict[str, float]) -> float:
         return self.bias + sum(w * f.get(k, 0.0) for k, w in zip(FEATURES, self.weights))
+
+    def picker(self) -> "Ranker":
+        """The ranker that orders the candidates of a SEARCH turn (the boosted pick model when fitted)."""
+        pick = (self.meta.get("ranker") or {}).get("pick") or {}
+        if not pick.get("booster") or self.booster:
+            return self
+        return replace(self, booster=pick["booster"])
 
     def verifier(self) -> "Ranker":
         """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
@@ -163,9 +186,25 @@ class Ranker:
     def scores(self, ev: Evidence, library, active: str | None, seen: Sequence[str],
                extra: Sequence[str] = ()) -> list[tuple[str, float]]:
         """Candidates with their logits, best first."""
-        out = [(n, self.logit(features(n, ev, library, active, seen))) for n in candidates(ev, extra)
-               if n in library.workflows]
+        names = [n for n in candidates(ev, extra) if n in library.workflows]
+        rows = [features(n, ev, library, active, seen) for n in names]
+        if self.booster and rows:
+            import numpy as np
+
+            # one thread: a few dozen rows per turn, where LightGBM's thread pool costs more than it saves
+            raw = _booster(self.booster).predict(np.array([[f[k] for k in FEATURES] for f in rows]),
+                                                 raw_score=True, num_threads=1)
+            out = [(n, float(s)) for n, s in zip(names, raw)]
+        else:
+            out = [(n, self.logit(f)) for n, f in zip(names, rows)]
         return sorted(out, key=lambda x: -x[1])
+
+
+@lru_cache(maxsize=4)
+def _booster(model: str):
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=model)
 
 
 def log_softmax(scores: Sequence[tuple[str, float]]) -> dict[str, float]:
