@@ -61,7 +61,7 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     # The active workflow and its pick's alternatives compete too (a search may find the same task).
     extra = ([active] if active else []) + list((frame.get("belief") or {}) if frame else [])
     scores = ranker.picker().scores(ev, res.library, active, seen, extra)
-    if active and scores and side_question(text, stack[-1], scores[0][0], res.library):
+    if active and scores and side_question(text, frame, scores[0][0], res.library):
         scores = sorted(scores, key=lambda x: x[0] != active)  # stable: the active first, the rest as ranked
     wfs = res.library.workflows
     by_name = {c["workflow"]: c for c in candidates}
