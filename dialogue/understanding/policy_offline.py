@@ -85,6 +85,16 @@ class Verdict:
 
 
 
+def answers_choice(turn: str, workflow, pending: str | None) -> bool:
+    """The turn picks one of the options the active workflow just asked for ("the item was returned" for
+    a refund's reason, one option being ``item_returned``): an answer, even when its words name another
+    task (return an item)."""
+    from .slots import match_enum
+
+    slots = [workflow.slot(n) for n in (pending or "").split(",") if workflow is not None and n]
+    return any(s is not None and s.enum and match_enum(turn, s.enum) for s in slots)
+
+
 def _squash(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-2.0 * abs(x)))
 
@@ -128,7 +138,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
         return verdict("SEARCH", 0.95, why=f"no active workflow; the user wants: {turn}")
     # Another workflow's task named outright ("can you also track my order?") is a switch; a new
     # value for an active slot is not, even with "change"/"instead" in it.
-    named = "" if names_task(turn, active) else next(
+    named = "" if names_task(turn, active) or answers_choice(turn, workflow, pending) else next(
         (n for n, _ in ranking[:5] if n != active and names_task(turn, n)), "")
     fx["names_other"] = float(bool(named))
     if named and params.use_names and (params.names_alone or feats["request"] or feats["cue"]
