@@ -111,13 +111,13 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     now = fingerprint(frame)
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
     # repair patterns that continue with the workflow's next question (the message is no slot value)
-    for kind, name, flow in (("capabilities", "pattern_capabilities", coverage(res.library)),
-                             ("resume_flow", "pattern_resume_flow", lower_first(wf.display_name)),
-                             ("out_of_scope", "pattern_out_of_scope", wf.display_name),
-                             ("not_understood", "pattern_not_understood_continue", wf.display_name)):
-        if kind in kinds:
+    for kind, name, flow in (("capabilities", "pattern_capabilities", lambda: coverage(res.library)),
+                             ("resume_flow", "pattern_resume_flow", lambda: lower_first(wf.display_name)),
+                             ("out_of_scope", "pattern_out_of_scope", lambda: wf.display_name),
+                             ("not_understood", "pattern_not_understood_continue", lambda: wf.display_name)):
+        if kind in kinds:  # ``flow`` is worked out only for the pattern that answers (coverage reads the library)
             again = next_proposal(wf, interp, frame, {}, rejected)
-            lead = pattern_reply(res, name, flow)
+            lead = pattern_reply(res, name, flow())
             if again.get("kind") == "reply":
                 return {"proposal": {**again, "text": f"{lead['text']} {again['text']}".strip()}}
             if kind in ("out_of_scope", "not_understood"):

@@ -36,7 +36,7 @@ def question_for(wf: Workflow, slots: list[str]) -> str:
         desc = re.sub(r"\bthe (?:user|customer) (should|would|can|could|will|may|must)\b", r"you \1", desc, flags=re.I)
         if re.match(r"(?:why|how|when|where|whether)\b", desc, re.I):  # "why the customer cancels": a verb follows
             desc = re.sub(r"\bthe (?:user|customer) ([a-z]+?)s\b", r"you \1", desc, flags=re.I)
-        part = desc[0].lower() + desc[1:] if desc else humanize(name)
+        part = lower_first(desc) if desc else humanize(name)
         # "the order number", but "which item goes back" / "why it is returned" take no article
         parts.append(part if re.match(r"(?:which|what|why|how|where|when|who|whether)\b", part) else f"the {part}")
     if not parts:

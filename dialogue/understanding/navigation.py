@@ -84,9 +84,9 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
         return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,
                           source=verdict.policy)]
     out: list[Command] = []
-    if active and (ABANDON.search(text) or CANCEL.search(text) and not re.search(r"cancel", active_about, re.I)):
-        said = CANCEL.search(text)
-        if finished and not ABANDON.search(text) and said and said.group(0).lower().startswith("cancel"):
+    said, abandons = CANCEL.search(text), bool(ABANDON.search(text))
+    if active and (abandons or said and not re.search(r"cancel", active_about, re.I)):
+        if finished and not abandons and said and said.group(0).lower().startswith("cancel"):
             # "can I cancel it?" once the task is done: cancelling what it did (the order), a new task
             return [StartFlow(query=verdict.self_query or text, confidence=round(verdict.confidence, 3), turn=turn,
                               source=verdict.policy)]

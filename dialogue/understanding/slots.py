@@ -365,12 +365,11 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
     return sorted(out, key=lambda f: f[1])
 
 
-def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int]] | None:
+def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int], bool] | None:
     """The number a count slot most likely means: the first one said as a count of people, else the first;
-    ``fits`` (value -> bool) keeps only the numbers the slot can hold."""
+    ``fits`` (value -> bool) keeps only the numbers the slot can hold.  (value, span, said as a count)."""
     found = [f for f in find_ints(text) if fits is None or fits(f[0])]
-    best = next((f for f in found if f[2]), found[0] if found else None)
-    return (best[0], best[1]) if best else None
+    return next((f for f in found if f[2]), found[0] if found else None)
 
 
 # A capitalised name word, accented Latin letters included ("Lucía", "Øyvind", "Šimon").
@@ -610,10 +609,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 # a count of people goes to the slot that counts people, when there is one
                 people = [o.name for o in slots if kinds[o.name] == "integer" and o.name not in out.values
                           and _STRONG.search(f"{o.name} {o.description}")]
-                if people and s.name not in people and any(f[2] for f in find_ints(src) if f[0] == n[0]):
+                if people and s.name not in people and n[2]:
                     continue
-                if is_pending or re.search(r"people|persons|guests|party|table|group|of us|adults", src, re.I) \
-                        or len(pending) == 0:
+                if is_pending or _STRONG.search(src) or len(pending) == 0:
                     out.set(s.name, n[0], 0.9 if is_pending else 0.7), take(n[1])
             elif kind == "boolean" and is_pending and out.yesno is not None:
                 out.set(s.name, out.yesno, 0.9)
