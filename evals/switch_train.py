@@ -596,7 +596,8 @@ def train_command(
     star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
     reviser: bool = typer.Option(True, help="Then fit the reviser on closed-loop traces (reports/switch-train-reviser)."),
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
-    pick_only: bool = typer.Option(False, help="Only fit the pick model (then the reviser, unless --no-reviser)."),
+    pick_only: bool = typer.Option(False, help="Only fit the pick model, which the default has none of (then the "
+                                               "reviser, unless --no-reviser)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
@@ -611,7 +612,7 @@ def train_command(
     if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
-    if not reviser_only:
+    if pick_only:  # opt-in: the bundled default has no pick model (reports/switch-train-pick says why)
         p = train_pick(data, path, pick_sgd_every, pick_star_every, Path(".flowdesk/eval"))
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")
