@@ -8,6 +8,7 @@ workflow cannot answer while it waits for an answer.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Mapping
 
 from workflows.pdl import Workflow
@@ -23,7 +24,8 @@ from .understanding.slots import slot_commands
 NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify", "not_understood", "capabilities"})
 
 
-def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter]) -> ApplyEnv:
+def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter],
+             today: dt.date | None = None) -> ApplyEnv:
     def finished(frame: Frame) -> bool:
         interp = interpreters.get(frame.get("workflow") or "")
         return interp is None or interp.next_action(frame).kind == "done"
@@ -42,7 +44,7 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
         return frozenset(s.name for s in wf.slots) if wf is not None else frozenset()
 
     return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale,
-                    slots_of=slots_of, settled=settled)
+                    slots_of=slots_of, settled=settled, today=today)
 
 
 def open_frame(stack: list[Frame] | None, env: ApplyEnv) -> Frame | None:
@@ -64,7 +66,7 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     # even when nothing else took it
     instruction = is_instruction(text)
     added, found = slot_commands(text, wf, frame, asked, env.turn,
-                                 skip_free_text="skip_question" in kinds or instruction)
+                                 skip_free_text="skip_question" in kinds or instruction, today=env.today)
     stack = apply_all(stack, added, env)
     frame = top(stack)
     conds = [a for a in asked if is_condition_key(a)]

@@ -7,14 +7,16 @@ settings are ever written onto a shared object.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from functools import cached_property
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from langgraph.config import get_config
 
-from workflows.library import Library, bundled_patterns_path, load_library
+from workflows.library import Library, bundled_library_path, bundled_patterns_path, load_library
 from workflows.pdl import Workflow
 
 from .context import Context
@@ -94,6 +96,17 @@ class Resources:
         from memory.experience_store import library_key
 
         return library_key(self.library)
+
+    @cached_property
+    def today(self) -> dt.date | None:
+        """The date the user's relative dates ("tomorrow", "the 6th") are read against: the calendar the
+        library's tools keep — the demo desk's fixed date (``workflows.demo.db.desk_today``) for the
+        bundled library — else None, the machine's date."""
+        if Path(self.settings["library"]).resolve() != bundled_library_path().resolve():
+            return None
+        from workflows.demo.db import desk_today
+
+        return desk_today()
 
     @cached_property
     def tools(self):

@@ -23,7 +23,7 @@ from graph.resources import Resources, get_resources
 from graph.state import State, turn_commands
 
 def _env(res: Resources, turn: int) -> ApplyEnv:
-    return make_env(turn, res.library.workflows, res.interpreters)
+    return make_env(turn, res.library.workflows, res.interpreters, res.today)
 
 
 def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

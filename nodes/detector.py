@@ -62,7 +62,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     res = get_resources(ctx)
     stack = state.get("stack") or []
     turn = int(state.get("turn") or 0) + 1
-    env = make_env(turn, res.library.workflows, res.interpreters)
+    env = make_env(turn, res.library.workflows, res.interpreters, res.today)
     frame = open_frame(stack, env)  # a settled frame's irreversible call is made: the next turn is a new request
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     active = wf.name if wf is not None else None  # a workflow gone from the library is no longer active

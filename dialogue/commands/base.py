@@ -8,6 +8,7 @@ Commands are immutable; ``apply`` returns a new stack and never mutates the one 
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ class ApplyEnv:
     invalidate: Callable[[Frame, dict[str, Any]], list[str] | None]  # executed list after a slot change
     slots_of: Callable[[str], frozenset[str]] = lambda _name: frozenset()  # a workflow's slot names
     settled: Callable[[Frame], bool] = lambda _frame: False  # finished, with an irreversible call made
+    today: dt.date | None = None  # the desk's calendar date relative dates are read against (None = machine's)
 
 
 class Command(BaseModel):

@@ -849,15 +849,16 @@ def last_items(frame: dict) -> list | None:
 
 
 def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str], turn: int,
-                  skip_free_text: bool = False) -> tuple[list, Filled]:
+                  skip_free_text: bool = False, today: dt.date | None = None) -> tuple[list, Filled]:
     """SetSlot / CorrectSlot commands for the active frame from the user's message.
 
     ``asked``: the slots the agent's last question asked for (a free-text answer may fill them);
-    ``skip_free_text``: the user said they cannot answer, so the reply is no value."""
+    ``skip_free_text``: the user said they cannot answer, so the reply is no value; ``today``: the desk's
+    calendar date ("tomorrow", "the 6th" are read against it; None = the machine's date)."""
     from ..commands import CorrectSlot, SetSlot
 
     pending = [] if skip_free_text else asked
-    found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame))
+    found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame), today=today)
     slots = frame.get("slots") or {}
     # a question for information ("what time do you close tonight?") changes no value the user gave;
     # "what about 8pm?" / "can we do tonight instead?" propose one
