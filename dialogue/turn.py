@@ -43,8 +43,12 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
         wf = workflows.get(name)
         return frozenset(s.name for s in wf.slots) if wf is not None else frozenset()
 
+    def takes(name: str, slot: str, value: Any) -> bool:
+        s = workflows[name].slot(slot) if name in workflows else None
+        return s is not None and (not s.enum or value in s.enum)
+
     return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale,
-                    slots_of=slots_of, settled=settled, today=today)
+                    slots_of=slots_of, settled=settled, takes=takes, today=today)
 
 
 def open_frame(stack: list[Frame] | None, env: ApplyEnv) -> Frame | None:

@@ -27,6 +27,7 @@ class ApplyEnv:
     invalidate: Callable[[Frame, dict[str, Any]], list[str] | None]  # executed list after a slot change
     slots_of: Callable[[str], frozenset[str]] = lambda _name: frozenset()  # a workflow's slot names
     settled: Callable[[Frame], bool] = lambda _frame: False  # finished, with an irreversible call made
+    takes: Callable[[str, str, Any], bool] = lambda _wf, _slot, _value: False  # a valid value of that slot?
     today: dt.date | None = None  # the desk's calendar date relative dates are read against (None = machine's)
 
 
@@ -81,4 +82,18 @@ def activate(stack: list[Frame], workflow: str, env: ApplyEnv, new: Callable[[],
     if waiting is not None:
         rest = [f for f in rest if f.get("id") != waiting["id"]]
         return [*rest, Frame(**{**waiting, "status": "active"})]
-    return [*rest, new()]
+    fresh = new()
+    if current is not None and current.get("status") != "interrupted" and env.finished(current):
+        fresh = Frame(**{**fresh, "slots": {**carried(current, workflow, env), **(fresh.get("slots") or {})}})
+    return [*rest, fresh]
+
+
+def carried(previous: Frame, workflow: str, env: ApplyEnv) -> dict[str, Any]:
+    """The values of the task just finished that the next task asks for too, where they are valid there:
+    searching hotels then booking one keeps the check-in date, tracking an order then cancelling it the
+    order id.  Never into another instance of the same workflow: asking for it again is a new request
+    with new values (a second booking must not reuse the first one's)."""
+    if previous.get("workflow") == workflow:
+        return {}
+    return {k: v for k, v in (previous.get("slots") or {}).items()
+            if v not in (None, "") and env.takes(workflow, k, v)}
