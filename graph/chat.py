@@ -178,10 +178,11 @@ def ask_interrupt(console: Console, payload: Any) -> Any:
         answer = ask("[yellow]yes / no[/] > ")
         if answer is None or answer in ("/quit", "/exit"):
             return "no"
-        # read as the agent reads a yes/no ("sure", "yes please", "no, don't"); y/n as the usual shorthand
-        said = {"y": True, "n": False}.get(answer.lower(), yes_no(answer))
-        if said is not None:
-            return "yes" if said else "no"
+        # y/n as the usual shorthand; any other reply that reads as a yes or a no goes to the agent as said,
+        # which reads it (a yes with a change in it, "yes but for 3 people", is no yes there)
+        short = {"y": "yes", "n": "no"}.get(answer.lower())
+        if short or yes_no(answer) is not None:
+            return short or answer
         console.print("[dim]please answer yes or no (end of input answers no)[/]")
 
 

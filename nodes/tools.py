@@ -27,14 +27,15 @@ from graph.resources import get_resources, ledger_of, thread_of_run
 from dialogue.frames import top
 from graph.state import State
 from memory.effects import key_for, run_once
-from workflows.sanitize import REDACTED, redact_data
-from workflows.text import CONFIRM_WORDS, REFUSE_WORDS, words
+from workflows.sanitize import redact_data, user_args
+from workflows.text import confirms
 from workflows.pdl import Api, Workflow
 
 
 
 def confirmed(answer: Any) -> bool:
-    """Read the user's answer to a confirmation: bool, {"confirm": bool} or text. Unclear means no."""
+    """Read the user's answer to a confirmation: bool, {"confirm": bool} or text (``workflows.text.confirms``:
+    a yes with a change or a question in it is no yes). Unclear means no."""
     if isinstance(answer, bool):
         return answer
     if isinstance(answer, dict):
@@ -42,15 +43,13 @@ def confirmed(answer: Any) -> bool:
             if key in answer:
                 return confirmed(answer[key])
         return False
-    said = set(words(str(answer or "")))
-    return bool(said & CONFIRM_WORDS) and not (said & REFUSE_WORDS)
+    return confirms(str(answer or ""))
 
 
 def confirmation_question(api: Api, args: dict, wf: Workflow | None = None) -> str:
     """The yes/no question before an irreversible call: it lists what the user gave (the workflow's slots),
     never a value another call returned for the tools (an auth token) nor anything named like a secret."""
-    public = {k: v for k, v in redact_data(args).items() if v != REDACTED}
-    shown = {k: v for k, v in public.items() if wf is not None and wf.slot(k) is not None} or public
+    shown = user_args(args, {s.name for s in wf.slots} if wf is not None else set())
     details = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in shown.items())
     return (f"Please confirm before I {api.name.replace('_', ' ')} ({details}). "
             "This cannot be undone — shall I go ahead? (yes/no)")

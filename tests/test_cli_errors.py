@@ -109,3 +109,11 @@ def test_chat_reads_yes_as_the_agent_does_and_keeps_commands_out_of_the_conversa
     code, out = _chat(tmp_path, agent_context, b"/hlep\nPlease cancel my booking B-1004\nhmm\nyes please\n/quit\n")
     assert code == 0 and "unknown command /hlep" in out, out
     assert "please answer yes or no" in out and "is cancelled" in out, out  # "hmm" asked again, "yes please" is yes
+
+
+def test_chat_passes_a_yes_with_a_change_to_the_agent_which_runs_nothing(tmp_path, agent_context):
+    # the prompt once turned any reply that started with a yes into "yes": the booking ran for 2
+    code, out = _chat(tmp_path, agent_context, b"Book a table at Casa Fiorella for 2 on 2026-12-09 at 20:00 under "
+                                               b"Ada Lovelace\nyes but for 3 people\n/quit\n")
+    assert code == 0 and "could you confirm the details" in out, out
+    assert "You're booked" not in out and "B-10" not in out, out

@@ -100,7 +100,14 @@ def test_tools_only_runs_an_accepted_tool_action(ctx):
 
 @pytest.mark.parametrize("answer,expected", [("yes", True), ("Yes please, go ahead", True), (True, True),
                                              ({"confirm": True}, True), ("no", False), ("no, don't", False),
-                                             ("hmm", False), ({"confirm": "nope"}, False), (None, False)])
+                                             ("hmm", False), ({"confirm": "nope"}, False), (None, False),
+                                             # a leading yes stands whatever restates the request after it
+                                             ("yes, cancel it", True), ("yes, I never made those payments", True),
+                                             ("yes, no problem", True), ("I confirm", True),
+                                             # a hedge makes it no yes: the user changed or asked something
+                                             ("yes but for 3 people", False), ("ok, how much is it per night?", False),
+                                             ("sure, only the first one", False), ("yes - oh wait", False),
+                                             ("actually no, keep it", False), ("I don't know", False)])
 def test_confirmed(answer, expected):
     assert confirmed(answer) is expected
 

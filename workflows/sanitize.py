@@ -173,6 +173,14 @@ class RedactingFilter(logging.Filter):
 
 # The loggers that see resolved URLs and headers: the HTTP clients of http bindings and LLM providers.
 # A filter on a logger applies only to records created on that logger, so each is named.
+def user_args(args: dict[str, Any], slots: Any) -> dict[str, Any]:
+    """The arguments of a call a person may be shown: the values the user gave (``slots``: the workflow's
+    slot names), never one another call returned for the tools (an auth token) nor anything named like a
+    secret; all the non-secret ones when none is a slot."""
+    public = {k: v for k, v in redact_data(args).items() if v != REDACTED}
+    return {k: v for k, v in public.items() if k in slots} or public
+
+
 REDACTED_LOGGERS = ("httpx", "httpcore", "openai", "openai._base_client")
 _FILTER = RedactingFilter()
 for _name in REDACTED_LOGGERS:

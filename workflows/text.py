@@ -48,6 +48,10 @@ UNSURE = re.compile(r"\b(?:don'?t|do not|didn'?t) (?:know|have|remember|recall)\
 CONFIRM_WORDS = frozenset({"yes", "y", "yeah", "yep", "sure", "ok", "okay", "confirm", "confirmed", "go", "proceed",
                            "please", "correct", "absolutely", "definitely", "do"})
 REFUSE_WORDS = frozenset({"no", "n", "nope", "don't", "dont", "not", "cancel", "stop", "wait", "never", "abort"})
+# What makes a yes conditional: a question ("ok, how much is it?"), a contrast or a change ("yes but for 3
+# people", "sure, only TX-5003", "ok, actually…"), a hesitation ("yes - oh wait").
+HEDGE = re.compile(r"\?|\b(?:but|though|however|instead|only|except|unless|actually|rather|wait|hold on|hang on)\b",
+                   re.I)
 
 
 def message_text(message: Any) -> str:
@@ -113,6 +117,21 @@ def yes_no(text: str) -> bool | None:
     if YES_START.search(text or ""):
         return True
     return None
+
+
+def confirms(text: str) -> bool:
+    """Is ``text`` an unconditional yes to "shall I go ahead?"  A reply that starts with an affirmation is a
+    yes whatever follows, so the request may be restated in it ("yes, cancel it", "yes, I never made those
+    payments", "yes, no problem"); any hedge (a question, "but", "only", "wait") makes it no yes, because
+    the call would then run on values the user just changed.  Without a leading affirmation, a confirming
+    word and no refusing one ("I confirm", "go for it").  Unclear is no: nothing irreversible runs on it."""
+    text = text or ""
+    if not text.strip() or UNSURE.search(text) or NO_START.search(text) or HEDGE.search(text):
+        return False
+    if YES_START.search(text):
+        return True
+    said = set(words(text))
+    return bool(said & CONFIRM_WORDS) and not said & REFUSE_WORDS
 
 
 def lower_first(text: str) -> str:

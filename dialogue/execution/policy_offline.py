@@ -13,6 +13,7 @@ import re
 from langchain_core.messages import BaseMessage
 
 from workflows.pdl import Workflow
+from workflows.sanitize import user_args
 from workflows.semantics import values_view
 from workflows.text import humanize, message_text, render_value, role_of
 
@@ -129,7 +130,8 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
         if act.args:  # nothing to confirm without arguments ("confirm the details: ?")
             candidates.append({"kind": "reply", "name": "request_information",
                                "text": f"Before I {humanize(act.name)}, could you confirm the details: "
-                                       + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in act.args.items())
+                                       + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in
+                                                   user_args(act.args, {s.name for s in wf.slots}).items())
                                        + "?"})
     candidates.append({"kind": "reply", "name": OOW,
                        "text": "I'm sorry, I can't do that right now. Is there anything else I can help with?"})
