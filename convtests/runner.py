@@ -197,9 +197,11 @@ class ConversationTester:
         self.work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="flowdesk-test-"))
         self.work.mkdir(parents=True, exist_ok=True)
         self.pristine = self.work / "pristine.sqlite"
-        # the tools' database as the context describes it, copied once: cases never touch the original
+        # the tools' database the context names, copied once (cases never touch the original); the default
+        # location is the one `flowdesk chat` writes to, so results would depend on earlier chats in the
+        # directory: the default is seeded fresh instead
         source = Path(base.db_path)
-        if source.exists():
+        if source.exists() and base.db_path != Context.__dataclass_fields__["db_path"].default:
             from workflows.demo.db import restore_db
 
             self.pristine.touch()

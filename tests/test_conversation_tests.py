@@ -125,3 +125,33 @@ def test_cli_exit_codes_junit_and_coverage(cli_env, tmp_path):
 def test_value_matching():
     assert same(3, "3") and same("Bob Stone", "bob stone ") and same({"a": 1}, {"a": "1", "b": 2})
     assert not same("19:30", "19:00") and not same([1, 2], [1])
+
+
+def test_the_default_tools_database_is_seeded_fresh_not_copied_from_earlier_chats(agent_context, tmp_path,
+                                                                                  monkeypatch):
+    # `flowdesk chat` writes to the default location; a transfer made there once changed what a later
+    # `flowdesk test` in the same directory saw as a balance
+    import sqlite3
+    from dataclasses import replace
+
+    from graph.context import Context
+    from workflows.demo.db import ensure_db
+
+    monkeypatch.chdir(tmp_path)
+    default = Context.__dataclass_fields__["db_path"].default
+    Path(default).parent.mkdir(parents=True)
+    ensure_db(default)
+    with sqlite3.connect(default) as db:
+        db.execute("UPDATE accounts SET balance = balance - 2")
+
+    def balances(path):
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT SUM(balance) FROM accounts").fetchone()[0]
+
+    seeded = tmp_path / "seeded.sqlite"
+    ensure_db(seeded)
+    fresh = ConversationTester(replace(agent_context, db_path=default), tmp_path / "w1")
+    assert balances(fresh.pristine) == balances(seeded) != balances(default)
+    # a database the user names is theirs to test against: copied as it is
+    named = ConversationTester(replace(agent_context, db_path=str(Path(default).resolve())), tmp_path / "w2")
+    assert balances(named.pristine) == balances(default)
