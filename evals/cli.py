@@ -29,3 +29,5 @@ from .switch_train import train_command as train_switch  # noqa: E402
 train_app.command("switch")(train_switch)
 from .train_executor import train_command as train_executor  # noqa: E402
 train_app.command("executor")(train_executor)
+from .scope_train import train_command as train_scope  # noqa: E402
+train_app.command("scope")(train_scope)

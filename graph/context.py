@@ -143,6 +143,12 @@ class Context:
         "description": "Use the learned switch model: its detector weights, and its ranker to order search results."})
     revise: bool = field(default=True, metadata={
         "description": "Re-verify the active workflow on later turns and revise a pick the evidence overturns."})
+    # With no active workflow, a turn far from every workflow (dialogue/understanding/scope.py, fitted on
+    # SGD/STAR train by `flowdesk train scope`) is answered with what the desk covers instead of starting
+    # the nearest workflow ("tell me a joke" once started a balance check).
+    scope_gate: bool = field(default=True, metadata={
+        "description": "With no active workflow, turn away requests the library does not serve (the bundled scope "
+                       "model) instead of starting the nearest workflow."})
     switch_model: str = field(default="", metadata={
         "description": "The switch ranker's weights file ('' = the bundled dialogue/understanding/switch_model.json)."})
     clarify_margin: float = field(default=0.0, metadata={

@@ -103,6 +103,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
         return {"proposal": pattern_reply(res, "pattern_not_understood")}
     if wf is None or frame is None:
+        if "out_of_scope" in kinds:  # the scope gate turned the request away: say what the desk covers
+            return {"proposal": pattern_reply(res, "pattern_cannot_handle", coverage(res.library))}
         return {"proposal": pattern_reply(res, "pattern_close" if "close" in kinds else "pattern_chitchat")}
     interp = res.interpreters[wf.name]
     reading = {**(state.get("reading") or {}), "slots_given": bool(kinds & {"set_slot", "correct_slot"}),

@@ -13,12 +13,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from dialogue.commands import Clarify, StartFlow, dump
+from dialogue.commands import Clarify, OutOfScope, StartFlow, dump
+from dialogue.execution.interpreter import message_words
 from dialogue.turn import make_env, open_frame
 from dialogue.understanding.belief import initial_belief, side_question
 from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
+from dialogue.understanding.scope import load_scope, scope_features
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State, active_workflow, search_query_of
@@ -70,6 +72,20 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     return out, initial_belief(scores)
 
 
+def served(state: State, res) -> bool:
+    """Does the library serve the turn at all?  Asked only with no open workflow (a search from inside one
+    was decided by the detector); False only when the scope gate (``dialogue.understanding.scope``) says
+    the turn is far from every workflow."""
+    gate = load_scope()
+    if gate is None or open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters)):
+        return True
+    text, _, _ = split_history(state.get("messages") or [])
+    dense = [(c["workflow"], float(c["score"])) for c in
+             res.retriever.search(text, retriever="dense", strategy="flat", top_k=1)]
+    interps = res.interpreters
+    return gate.in_scope(scope_features(text, dense, message_words, lambda name: interps[name].vocabulary))
+
+
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
@@ -87,6 +103,8 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     candidates = candidates[:ctx.top_k]
     turn = int(state.get("turn") or 0)
     options = too_close(candidates, ctx.clarify_margin)
+    if candidates and ctx.scope_gate and not served(state, res):
+        return {"candidates": candidates, "commands": dump([OutOfScope(turn=turn)])}
     if options:
         commands = [Clarify(options=options, turn=turn)]
     elif candidates:
