@@ -79,7 +79,10 @@ def served(state: State, res) -> bool:
     gate = load_scope()
     if gate is None or open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters)):
         return True
-    text, _, _ = split_history(state.get("messages") or [])
+    # the user's own words, as the gate was fitted (the self-generated query may add the agent's words)
+    text = split_history(state.get("messages") or [])[0] or search_query_of(state)
+    if not text.strip():
+        return True
     dense = [(c["workflow"], float(c["score"])) for c in
              res.retriever.search(text, retriever="dense", strategy="flat", top_k=1)]
     interps = res.interpreters

@@ -143,7 +143,7 @@ def test_nodes_inside_a_langgraph_graph(store_dir):
     g.add_edge(START, "router")
     g.add_edge("router", "retriever")
     g.add_edge("retriever", END)
-    out = g.compile().invoke({"messages": [HumanMessage("hi")], "search_query": "how much do I still owe on my loan"},
+    out = g.compile().invoke({"messages": [HumanMessage("and my loan?")], "search_query": "how much do I still owe on my loan"},
                              context=Context(library=str(LIB), store_dir=store_dir, strategy="R>W", top_k_upper=1))
     assert out["route"]["roles"] == ["loan_officer"]
     assert started(out) == ["loan_repayment_schedule"]
@@ -173,3 +173,30 @@ def test_a_search_after_cancelling_keeps_the_interrupted_workflow_waiting(store_
     after = {"stack": apply(state["stack"], out, store_dir, turn=3)}
     assert active_workflow(after) == "book_flight" and interrupted_workflows(after) == ["block_card"]
     assert frame_for(after, "block_card")["id"] == waiting["id"]
+
+
+# --- scope gate --------------------------------------------------------------------------------------
+
+def test_a_turn_far_from_every_workflow_starts_none_unless_the_gate_is_off(store_dir):
+    # with nothing active the nearest workflow used to start for anything ("tell me a joke" → a workflow)
+    joke = {"messages": [HumanMessage("tell me a joke")]}
+    out = retriever(joke, rt(store_dir))
+    assert [c["command"] for c in out["commands"]] == ["out_of_scope"] and not started(out)
+    assert started(retriever(joke, rt(store_dir, scope_gate=False)))
+    # a real request still starts its workflow; inside an open workflow the detector decides, not the gate
+    assert started(retriever({"messages": [HumanMessage("I forgot my password")]}, rt(store_dir)))
+    inside = {"messages": [HumanMessage("tell me a joke")], "stack": [frame("rent_car")]}
+    assert started(retriever(inside, rt(store_dir)))
+
+
+def test_scope_features_and_gate():
+    from dialogue.understanding.scope import FEATURES, ScopeGate, load_scope, scope_features
+
+    words = lambda t: set(t.split())  # noqa: E731
+    assert scope_features("book a table", [("book_table", 0.7), ("x", 0.1)], words,
+                          lambda n: {"book", "table"}) == (0.7, 2 / 3)
+    assert scope_features("hi", [], words, lambda n: set()) is None
+    gate = ScopeGate((10.0, 0.0), -5.0, 0.5)
+    assert gate.in_scope((0.6, 0.0)) and not gate.in_scope((0.4, 0.0)) and gate.in_scope(None)
+    bundled = load_scope()
+    assert bundled is not None and len(bundled.coef) == len(FEATURES) and 0 < bundled.threshold < 0.5
