@@ -1,7 +1,8 @@
 """ChitChat and OutOfScope: turns with no task for the agent.
 
 ChitChat — greetings, thanks, small talk with no workflow active.  OutOfScope — a side question the
-active workflow cannot answer while it waits for an answer: the agent says so and asks again."""
+active workflow cannot answer while it waits for an answer: the agent says so and asks again; with no
+workflow open, a request the library does not serve (the scope gate): the agent says what it covers."""
 
 from __future__ import annotations
 
