@@ -254,7 +254,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
     rep = Report(out, f"Next-action prediction on STAR ({metrics['split']} split)")
     rep.text(
         f"{metrics['dialogues']} dialogues"
-        + (f" (a sample: every {metrics['every']}th of the split)" if metrics.get("every", 1) > 1 else "")
+        + (f" (a sample: 1 in {metrics['every']} of the split)" if metrics.get("every", 1) > 1 else "")
         + f", {metrics['turns']} wizard actions scored "
         f"({metrics['seconds']} s). Gold history, the task's imported PDL, the offline executor (no LLM). "
         "A query counts by its label (query / query_check / query_book); `query slots exact` is the share of "
