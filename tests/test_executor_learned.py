@@ -336,39 +336,20 @@ def test_verified_experience_gates_the_learned_choice_like_the_pdl():
     assert not _against_experience(call, prereq, done) and not _against_experience(ask, prereq, done)
 
 
-def test_a_gated_ranker_makes_no_call_while_the_rules_collect_values_but_may_reply(demo):
-    """While the rules collect values (here: a table booking's details), a gated ranker leaves the call
-    that takes them to the procedure (it would run without them) but may still reply otherwise (an agent
-    answers or apologises before asking again); a question already asked stays passed over."""
-    from dialogue.execution.policy_learned import _leaves_collection, asked_slots, candidates, view_of
-
-    wf = demo.workflows["book_table"]
-    interp, fr, reading, messages, rules = _state(wf, "hi")
-    view = view_of(wf, interp)
-    collecting = set(asked_slots(rules, view, fr["slots"]))
-    cands = candidates(wf, interp, fr, rules, messages)
-    ask, calls, replies = cands[0], [c for c in cands if c.kind == "api"], [c for c in cands[1:] if c.kind != "api"]
-    assert collecting and calls and replies and ask.kind == "answer"
-    assert all(_leaves_collection(c, view, [], collecting) for c in calls)
-    assert not any(_leaves_collection(c, view, [], collecting) for c in replies)
-    assert not _leaves_collection(ask, view, [], set()) and _leaves_collection(ask, view, [ask.name], set())
-
-
-def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(demo, monkeypatch):
+def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(demo):
     """The ranker's cost: when every candidate but the rules' proposal is one the gated policy passes over
-    whatever its score (here: only the reply just given is left beside the rules' proposal), ``choice``
-    returns the rules' proposal without features or a model call — the decision scoring would have made."""
-    import dialogue.execution.policy_learned as pl
-    from dialogue.execution.policy_learned import Gate
+    whatever its score (here: the rules collect credentials, nothing else asks for them), ``choice`` returns
+    the rules' proposal without features or a model call — the decision scoring would have made."""
+    from dialogue.execution.policy_learned import Gate, _leaves_collection, asked_slots, view_of
 
     wf = demo.workflows["check_balance"]
     interp, fr, reading, messages, rules = _state(wf, "hi")
     base = load_policy("auto")
     gate = Gate(min_familiarity=0.0, min_margin=-1e9, precision=0.5, rules_right=0.05, overrides=0.3)
     gated = LearnedPolicy(base.model.model_copy(update={"gate": gate}), "gated")
-    everything = pl.candidates(wf, interp, fr, rules, messages)
-    last = next(c for c in everything if c.kind != "api" and not c.is_rules)
-    looped = {**fr, "executed": [*fr["executed"], last.name]}
+    collecting = set(asked_slots(rules, view_of(wf, interp), fr["slots"]))
+    others = [c for c in gated.rank(wf, interp, fr, reading, messages, rules) if not c.is_rules]
+    assert collecting and others and all(_leaves_collection(c, view_of(wf, interp), [], collecting) for c in others)
     calls = []
 
     def counted(policy):
@@ -376,10 +357,7 @@ def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(
         policy.scores = lambda tf: (calls.append(policy.source), scores(tf))[1]
         return policy
 
-    only = [everything[0], last]  # the rules' proposal and the reply just given (a loop: passed over)
-    with monkeypatch.context() as m:
-        m.setattr(pl, "candidates", lambda *a, **k: only)
-        assert counted(gated).choice(wf, interp, looped, reading, messages, rules, []) == (rules, 0) and not calls
-    # before that reply the ranker scores (and may choose another step)
+    assert counted(gated).choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0) and not calls
+    # without a gate nothing is passed over: the ranker scores (and may choose another step)
     counted(base.ungated()).choice(wf, interp, fr, reading, messages, rules, [])
     assert calls
