@@ -150,11 +150,12 @@ def text_classifier_labels(path: Path, library, dev_dialogues: list[dict], limit
 
 
 def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None = None,
-        workers: int = 2, policy: str = "", text: bool = False, unseen: str = "") -> dict[str, Any]:
+        workers: int = 2, policy: str = "", text: bool = False, unseen: str = "", every: int = 1) -> dict[str, Any]:
     """The interpreter's (``offline``) and the majority baseline's scores; with ``policy`` (``auto`` or
     ``learned:PATH``) the learned policy's beside them (``learned``), with ``text`` the text classifier's,
     with ``unseen`` (``learned:PATH`` of a model trained without the zero-shot tasks) that model's on the
-    zero-shot tasks (``learned_unseen``: tasks it never saw)."""
+    zero-shot tasks (``learned_unseen``: tasks it never saw).  ``every`` > 1 scores every k-th dialogue of
+    ``split`` (a sample for development; the train-side fits are unchanged)."""
     from dialogue.execution.policy_learned import load_policy
     from workflows.importers.star import import_star
     from workflows.library import load_library
@@ -168,7 +169,7 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
     unseen_policy = load_policy(unseen) if unseen else None
     t0 = time.perf_counter()
     turns: list[Turn] = []
-    dialogues = list(iter_dialogues(root / "dialogues.jsonl.gz", split, limit))
+    dialogues = list(iter_dialogues(root / "dialogues.jsonl.gz", split, limit, every))
     if workers > 1 and len(dialogues) > 50:
         import multiprocessing as mp
 
@@ -215,7 +216,7 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
                          and t["task"] not in ZERO_SHOT_TASKS)
     costs = {k: sum(t.get(k, 0.0) for t in turns) / len(turns) if turns else 0.0 for k in ("cost", "learned_cost")}
     return {
-        "split": split, "dialogues": dialogues, "turns": len(turns), "seconds": round(elapsed, 1),
+        "split": split, "every": every, "dialogues": dialogues, "turns": len(turns), "seconds": round(elapsed, 1),
         "policy": policy or "interpreter", "unseen_policy": unseen, "text_classifier": text,
         "ms_per_turn": {"interpreter": round(1000 * costs["cost"], 3),
                         **({"learned": round(1000 * costs["learned_cost"], 3)} if learned is not None else {})},
@@ -252,7 +253,9 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
     metrics["summary"] = summary_of(metrics)
     rep = Report(out, f"Next-action prediction on STAR ({metrics['split']} split)")
     rep.text(
-        f"{metrics['dialogues']} dialogues, {metrics['turns']} wizard actions scored "
+        f"{metrics['dialogues']} dialogues"
+        + (f" (a sample: 1 in {metrics['every']} of the split)" if metrics.get("every", 1) > 1 else "")
+        + f", {metrics['turns']} wizard actions scored "
         f"({metrics['seconds']} s). Gold history, the task's imported PDL, the offline executor (no LLM). "
         "A query counts by its label (query / query_check / query_book); `query slots exact` is the share of "
         "correctly predicted queries whose constrained slots equal the wizard's. Baseline: the task's most "
@@ -331,6 +334,7 @@ def next_action_command(
     split: str = typer.Option("dev", "--split", help="train | dev | all (DialogueID % 5: train 1,2; dev 3,4)."),
     out: Path = typer.Option(Path("reports/next-action-star"), "--out", help="Report directory."),
     limit: int = typer.Option(0, "--limit", help="At most this many dialogues (0 = all)."),
+    every: int = typer.Option(1, "--every", min=1, help="Score every n-th dialogue of the split (a sample)."),
     model: str = typer.Option("auto", "--model", help="Also score a learned executor policy: auto (the bundled "
                                                       "model, the default executor policy), learned:PATH (from "
                                                       "`flowdesk train executor`) or none."),
@@ -345,7 +349,8 @@ def next_action_command(
     from dialogue.execution.policy_learned import PolicyError
 
     try:
-        metrics = run(data, split, limit, policy="" if model == "none" else model, text=text, unseen=unseen_model)
+        metrics = run(data, split, limit, policy="" if model == "none" else model, text=text, unseen=unseen_model,
+                      every=every)
     except PolicyError as e:
         raise typer.BadParameter(str(e), param_hint="--model") from None
     path = write_report(metrics, out)

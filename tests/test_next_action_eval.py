@@ -46,3 +46,23 @@ def test_smoke_run_on_star(tmp_path):
     assert metrics["summary"]["weighted_f1"] == metrics["overall"]["offline"]["weighted_f1"]
     assert (out / "report.md").read_text().startswith("# Next-action prediction on STAR")
     assert (out / "per_task_weighted_f1.png").exists()
+
+
+@pytest.mark.data
+def test_a_sample_of_the_split(tmp_path):
+    """``--every N`` scores 1 in N dialogues of the split (a development sample), and the report says so."""
+    if not (DATA / "star" / "dialogues.jsonl.gz").exists():
+        pytest.skip(f"STAR data not found under {DATA} (set FLOWDESK_DATA)")
+    from typer.testing import CliRunner
+
+    from evals.cli import app
+
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["next-action", "--dataset", "star", "--data", str(DATA), "--split", "train",
+                                      "--limit", "3", "--every", "4", "--model", "none", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["every"] == 4 and metrics["dialogues"] == 3
+    assert "1 in 4 of the split" in (out / "report.md").read_text()
+    bad = CliRunner().invoke(app, ["next-action", "--dataset", "star", "--data", str(DATA), "--every", "0"])
+    assert bad.exit_code != 0 and "--every" in bad.output
