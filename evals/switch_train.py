@@ -23,8 +23,9 @@ switching configuration there, closed loop.
    loop on other train dialogues (best mean top-1, search cap as above) and written into the model.
 
 5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
-   on more dialogues (``pick_samples``), written as ``ranker.pick``; it runs before the reviser, whose
-   rows depend on the picks.
+   on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on
+   folds leaving whole services out (``blend_folds``), written as ``ranker.pick``; it runs before the
+   reviser, whose rows depend on the picks.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -185,6 +186,13 @@ def fit_detector(rows: list) -> dict[str, Any]:
 
 PICK_PARAMS = {"objective": "lambdarank", "n_estimators": 300, "learning_rate": 0.05, "num_leaves": 31,
                "min_child_samples": 50, "lambdarank_truncation_level": 5}
+# What the turn says of a candidate can only speak for it (its task named, its verb, its slot words and
+# values, an offer it fits) or, for a verb that clashes, against it.  Unconstrained, the trees learned a
+# full slot-word cover as evidence *against* a candidate (an artefact of SGD/STAR): on the demo desk "has
+# my order ORD-7006 shipped? My email is …" then started cancel_order over track_order.
+PICK_MONOTONE = {**dict.fromkeys(("verb_match", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
+                                  "enum_count", "slot_share", "name_share", "agent_slot_share"), 1),
+                 "verb_clash": -1}
 
 
 def fit_pick(X, y, groups) -> dict[str, Any]:
@@ -200,10 +208,12 @@ def fit_pick(X, y, groups) -> dict[str, Any]:
     groups = np.asarray(groups)
     order = np.argsort(groups, kind="stable")
     _, sizes = np.unique(groups[order], return_counts=True)
-    model = lgb.LGBMRanker(**PICK_PARAMS, random_state=0, n_jobs=1, deterministic=True, verbose=-1)
+    model = lgb.LGBMRanker(**PICK_PARAMS, monotone_constraints=[PICK_MONOTONE.get(k, 0) for k in FEATURES],
+                           monotone_constraints_method="advanced", random_state=0, n_jobs=1, deterministic=True,
+                           verbose=-1)
     model.fit(np.asarray(X, dtype=float)[order], np.asarray(y)[order], group=sizes, feature_name=list(FEATURES))
     return {"features": list(FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
-            "turns": int(len(sizes)), "params": PICK_PARAMS}
+            "turns": int(len(sizes)), "params": PICK_PARAMS, "monotone": PICK_MONOTONE}
 
 
 def pick_accuracy(X, y, groups, ranker: dict) -> float:

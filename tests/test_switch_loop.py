@@ -298,8 +298,8 @@ def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_
     from workflows.library import bundled_library_path, load_library
 
     # Rows where only an interaction decides: on turns of one kind (a per-turn flag, the same for every
-    # candidate) the gold names the task, on the other it has the slot-word hit; a candidate with both
-    # is never the gold.  No linear weights tell these apart (the flag only shifts every score).
+    # candidate) the gold is BM25's top, on the other the dense top; a candidate that is both is never the
+    # gold.  No linear weights tell these apart (the flag only shifts every score).
     rng = random.Random(0)
     patterns = [(1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (1.0, 1.0)]
     per_dialogue = []
@@ -309,7 +309,7 @@ def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_
             flag = float(rng.random() < 0.5)
             for names, slot in rng.sample(patterns, 4):
                 f = dict.fromkeys(FEATURES, 0.0)
-                f["names_task"], f["slot_hit"], f["same_role"], f["lex_norm"] = names, slot, flag, rng.random()
+                f["lex_top"], f["den_top"], f["same_role"], f["lex_norm"] = names, slot, flag, rng.random()
                 X.append([f[k] for k in FEATURES])
                 y.append(int((names, slot) == ((1.0, 0.0) if flag else (0.0, 1.0))))
                 g.append(t)
@@ -374,3 +374,32 @@ def test_the_pick_blend_is_chosen_on_services_left_out():
     blended = Ranker(weights, 0.0, meta={"ranker": {"pick": {**booster, "blend": 0.0}}}).picker()
     assert blended.booster and blended.blend == 0.0
     assert blended.scores(ev, lib, None, []) == linear  # a share of 0 is the linear order
+
+
+def test_the_pick_model_never_reads_what_the_turn_says_of_a_candidate_against_it():
+    """Rows where a full slot-word cover happens to go with the wrong candidate: the trees still may not
+    score a candidate lower because the turn says more of it (``PICK_MONOTONE``)."""
+    import random
+
+    import lightgbm as lgb
+    import numpy as np
+
+    from dialogue.understanding.ranker import FEATURES
+    from evals.switch_train import fit_pick
+
+    rng = random.Random(2)
+    X, y, g = [], [], []
+    for t in range(300):
+        gold = rng.randrange(4)
+        for c in range(4):
+            f = dict.fromkeys(FEATURES, 0.0)
+            f["lex_norm"] = rng.random() + (0.5 if c == gold else 0.0)
+            f["slot_share"] = 0.0 if c == gold else float(rng.random() < 0.7)
+            X.append([f[k] for k in FEATURES])
+            y.append(int(c == gold))
+            g.append(t)
+    booster = lgb.Booster(model_str=fit_pick(X, y, g)["booster"])
+    base = np.array(X[:40], dtype=float)
+    covered = base.copy()
+    covered[:, FEATURES.index("slot_share")] = 1.0
+    assert (booster.predict(covered) >= booster.predict(base) - 1e-9).all()
