@@ -24,8 +24,9 @@ switching configuration there, closed loop.
 
 5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
    on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on
-   folds leaving whole services out (``blend_folds``), written as ``ranker.pick``; it runs before the
-   reviser, whose rows depend on the picks.
+   folds leaving whole services out (``blend_folds``) and monotone in what the turn says of a candidate
+   (``PICK_MONOTONE``), written as ``ranker.pick``; it runs before the reviser, whose rows depend on the
+   picks.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -698,7 +699,8 @@ def train_command(
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")
         typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
-                   f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f})")
+                   f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f}, blend {p['blend']:g}: "
+                   f"{p['held_out']['pick_accuracy_blend']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
                           {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"))

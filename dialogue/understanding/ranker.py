@@ -17,10 +17,11 @@ The weights are a logistic regression fitted on the training splits only (SGD tr
 A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
 detector stays on: there the evidence is an answer and the agent's question, not a request, and the
 slot words, enum values and offers weigh differently than at a search.
-An optional pick model (``ranker.pick``: LightGBM lambdarank over the same features, ``flowdesk train
-switch --pick-only``), blended with the linear logits by a share chosen on folds of the training rows that
-leave services out, orders a SEARCH turn's candidates instead (``Ranker.picker``); the bundled model has
-none (it lowered intent switching on the demo desk, ``reports/switch-train-pick``).
+A pick model (``ranker.pick``: LightGBM lambdarank over the same features, monotone in what the turn
+says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
+chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
+(``Ranker.picker``); the bundled model has none (the blend lowered a conversation test on the demo desk,
+``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
