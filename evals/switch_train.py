@@ -401,9 +401,8 @@ def blend_folds(rows) -> dict[str, Any]:
     for tr, te in GroupKFold(n_splits=BLEND_FOLDS).split(turns, groups=[turn_svc[t] for t in turns]):
         tr_mask = np.isin(g_arr, np.asarray(turns)[tr])
         idx_tr, idx_te = np.flatnonzero(tr_mask), np.flatnonzero(~tr_mask)
-        pick = lambda idx: ([X[i] for i in idx], [y[i] for i in idx], [g[i] for i in idx])  # noqa: E731
-        Xtr, ytr, gtr = pick(idx_tr)
-        Xte, yte, gte = pick(idx_te)
+        Xtr, ytr, gtr = ([v[i] for i in idx_tr] for v in (X, y, g))
+        Xte, yte, gte = ([v[i] for i in idx_te] for v in (X, y, g))
         booster = lgb.Booster(model_str=fit_pick(Xtr, ytr, gtr)["booster"])
         boosted = booster.predict(np.asarray(Xte, dtype=float), raw_score=True)
         linear = _linear(Xte, fit(Xtr, ytr))
@@ -420,12 +419,12 @@ def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
     """Fit the pick model on per-dialogue rows [(X, y, turn ids, service per row)]: held-out pick accuracy
     (every ``PICK_HOLDOUT``-th dialogue, against a logistic regression fitted on the same rows), the
     booster's share chosen on folds that leave services out (``blend_folds``), then the model on all rows."""
-    train_part = _stack(rows, lambda i: i % PICK_HOLDOUT)
-    test_part = _stack(rows, lambda i: not i % PICK_HOLDOUT)
-    held = fit_pick(*train_part[:3])
     import lightgbm as lgb
     import numpy as np
 
+    train_part = _stack(rows, lambda i: i % PICK_HOLDOUT)
+    test_part = _stack(rows, lambda i: not i % PICK_HOLDOUT)
+    held = fit_pick(*train_part[:3])
     boosted = lgb.Booster(model_str=held["booster"]).predict(np.asarray(test_part[0], dtype=float), raw_score=True)
     linear = _linear(test_part[0], fit(train_part[0], train_part[1]))
     folds = blend_folds(rows)
