@@ -20,7 +20,7 @@ slot words, enum values and offers weigh differently than at a search.
 A pick model (``ranker.pick``: LightGBM lambdarank over the same features, monotone in what the turn
 says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
 chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
-(``Ranker.picker``); the bundled model has none (the blend lowered a conversation test on the demo desk,
+(``Ranker.picker``); the bundled model has none (the blend lost a conversation test and FlowBench sessions,
 ``reports/switch-train-pick``).
 """
 
