@@ -23,8 +23,10 @@ switching configuration there, closed loop.
    loop on other train dialogues (best mean top-1, search cap as above) and written into the model.
 
 5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
-   on more dialogues (``pick_samples``), written as ``ranker.pick``; it runs before the reviser, whose
-   rows depend on the picks.
+   on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on
+   folds leaving whole services out (``blend_folds``) and monotone in what the turn says of a candidate
+   (``PICK_MONOTONE``), written as ``ranker.pick``; it runs before the reviser, whose rows depend on the
+   picks.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -53,8 +55,9 @@ def _context(dataset: str, lib_dir: Path, cache: Path, **over):
 
 
 def training_rows(dialogues, context, progress=None, detector_rows: list | None = None,
-                  verify_rows: list | None = None) -> tuple[list[list[float]], list[int], list[int]]:
-    """(X, y, group) over every scored turn whose gold is among the candidates; ``detector_rows``
+                  verify_rows: list | None = None, golds: list | None = None) -> tuple[list[list[float]], list[int], list[int]]:
+    """(X, y, group) over every scored turn whose gold is among the candidates (``golds`` collects each
+    group's gold workflow, for folds that leave services out); ``detector_rows``
     collects (linear features, gold changed) of the turns the detector's linear part decides;
     ``verify_rows`` (features, is gold, turn) of the turns it stays on, read the way re-verification
     reads them (``dialogue.understanding.belief``: BM25 on the turn, no "active" features)."""
@@ -116,6 +119,8 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
                         y.append(int(n == turn.gold))
                         groups.append(group)
                     group += 1
+                    if golds is not None:
+                        golds.append(turn.gold)
             if turn.gold and turn.gold not in seen:
                 seen.append(turn.gold)
         if progress:
@@ -182,6 +187,13 @@ def fit_detector(rows: list) -> dict[str, Any]:
 
 PICK_PARAMS = {"objective": "lambdarank", "n_estimators": 300, "learning_rate": 0.05, "num_leaves": 31,
                "min_child_samples": 50, "lambdarank_truncation_level": 5}
+# What the turn says of a candidate can only speak for it (its task named, its verb, its slot words and
+# values, an offer it fits) or, for a verb that clashes, against it.  Unconstrained, the trees learned a
+# full slot-word cover as evidence *against* a candidate (an artefact of SGD/STAR): on the demo desk "has
+# my order ORD-7006 shipped? My email is …" then started cancel_order over track_order.
+PICK_MONOTONE = {**dict.fromkeys(("verb_match", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
+                                  "enum_count", "slot_share", "name_share", "agent_slot_share"), 1),
+                 "verb_clash": -1}
 
 
 def fit_pick(X, y, groups) -> dict[str, Any]:
@@ -197,10 +209,12 @@ def fit_pick(X, y, groups) -> dict[str, Any]:
     groups = np.asarray(groups)
     order = np.argsort(groups, kind="stable")
     _, sizes = np.unique(groups[order], return_counts=True)
-    model = lgb.LGBMRanker(**PICK_PARAMS, random_state=0, n_jobs=1, deterministic=True, verbose=-1)
+    model = lgb.LGBMRanker(**PICK_PARAMS, monotone_constraints=[PICK_MONOTONE.get(k, 0) for k in FEATURES],
+                           monotone_constraints_method="advanced", random_state=0, n_jobs=1, deterministic=True,
+                           verbose=-1)
     model.fit(np.asarray(X, dtype=float)[order], np.asarray(y)[order], group=sizes, feature_name=list(FEATURES))
     return {"features": list(FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
-            "turns": int(len(sizes)), "params": PICK_PARAMS}
+            "turns": int(len(sizes)), "params": PICK_PARAMS, "monotone": PICK_MONOTONE}
 
 
 def pick_accuracy(X, y, groups, ranker: dict) -> float:
@@ -332,55 +346,114 @@ def pick_samples(full: list, name: str, sgd_every: int, star_every: int) -> list
     return [d for i, d in enumerate(full) if i % star_every != star_every - 1]
 
 
-def pick_model(rows: list[tuple[list, list, list]]) -> dict[str, Any]:
-    """Fit the pick model on per-dialogue rows [(X, y, groups)]: held-out pick accuracy (every
-    ``PICK_HOLDOUT``-th dialogue, against a logistic regression fitted on the same rows), then the model
-    on all of them."""
+BLENDS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)  # the booster's share of a pick's score (``Ranker.blend``)
+BLEND_FOLDS = 5  # folds that leave services out, over which the share is chosen
+
+
+def _stack(rows, keep):
+    """(X, y, turn ids, service per row) of the per-dialogue rows ``keep(i)`` selects."""
+    X, y, g, svc, base = [], [], [], [], 0
+    for i, (dx, dy, dg, dd) in enumerate(rows):
+        if dg and keep(i):
+            X += dx
+            y += dy
+            g += [base + v for v in dg]
+            svc += dd
+            base += max(dg) + 1
+    return X, y, g, svc
+
+
+def _accuracy(scores, y, g) -> float:
+    """Share of turns (ids ``g``) whose top-scored candidate is the gold."""
     import numpy as np
 
-    def stack(keep):
-        X, y, g, base = [], [], [], 0
-        for i, (dx, dy, dg) in enumerate(rows):
-            if dg and keep(i):
-                X += dx
-                y += dy
-                g += [base + v for v in dg]
-                base += max(dg) + 1
-        return X, y, g
+    best: dict[int, tuple[float, int]] = {}
+    for gg, sc, lab in zip(g, scores, y):
+        if gg not in best or sc > best[gg][0]:
+            best[gg] = (sc, lab)
+    return float(np.mean([lab for _, lab in best.values()]))
 
-    def accuracy(scores, y, g):
-        best: dict[int, tuple[float, int]] = {}
-        for gg, sc, lab in zip(g, scores, y):
-            if gg not in best or sc > best[gg][0]:
-                best[gg] = (sc, lab)
-        return float(np.mean([lab for _, lab in best.values()]))
 
-    import lightgbm as lgb
+def _linear(X, part: dict) -> Any:
+    import numpy as np
 
-    train_part = stack(lambda i: i % PICK_HOLDOUT)
-    test_part = stack(lambda i: not i % PICK_HOLDOUT)
-    held = fit_pick(*train_part)
-    logistic = fit(train_part[0], train_part[1])
     from dialogue.understanding.ranker import FEATURES
 
-    Xt = np.asarray(test_part[0], dtype=float)
-    boosted = lgb.Booster(model_str=held["booster"]).predict(Xt, raw_score=True)
-    linear = Xt @ np.array([logistic["weights"][k] for k in FEATURES])
-    pick = fit_pick(*stack(lambda i: True))
-    pick["held_out"] = {"turns": len(set(test_part[2])), "pick_accuracy": accuracy(boosted, test_part[1], test_part[2]),
-                        "pick_accuracy_logistic": accuracy(linear, test_part[1], test_part[2])}
+    return np.asarray(X, dtype=float) @ np.array([part["weights"][k] for k in FEATURES]) + part["bias"]
+
+
+def blend_folds(rows) -> dict[str, Any]:
+    """Pick accuracy of each ``BLENDS`` share on folds that hold out whole services (group K-fold over the
+    gold's service, i.e. its role; SGD's and STAR's apart): the booster and a logistic regression are
+    fitted on the other services' turns, so the accuracy is that of services never seen."""
+    import lightgbm as lgb
+    import numpy as np
+    from sklearn.model_selection import GroupKFold
+
+    X, y, g, svc = _stack(rows, lambda i: True)
+    turns = sorted(set(g))
+    turn_svc = {}
+    for gg, s in zip(g, svc):
+        turn_svc.setdefault(gg, s)
+    g_arr = np.asarray(g)
+    per_blend: dict[float, list[float]] = {b: [] for b in BLENDS}
+    sizes = []
+    for tr, te in GroupKFold(n_splits=BLEND_FOLDS).split(turns, groups=[turn_svc[t] for t in turns]):
+        tr_mask = np.isin(g_arr, np.asarray(turns)[tr])
+        idx_tr, idx_te = np.flatnonzero(tr_mask), np.flatnonzero(~tr_mask)
+        Xtr, ytr, gtr = ([v[i] for i in idx_tr] for v in (X, y, g))
+        Xte, yte, gte = ([v[i] for i in idx_te] for v in (X, y, g))
+        booster = lgb.Booster(model_str=fit_pick(Xtr, ytr, gtr)["booster"])
+        boosted = booster.predict(np.asarray(Xte, dtype=float), raw_score=True)
+        linear = _linear(Xte, fit(Xtr, ytr))
+        sizes.append(len(set(gte)))
+        for b in BLENDS:
+            per_blend[b].append(_accuracy((1 - b) * linear + b * boosted, yte, gte))
+    mean = {b: float(np.average(v, weights=sizes)) for b, v in per_blend.items()}
+    chosen = max(BLENDS, key=lambda b: (round(mean[b], 4), -b))  # ties: the smaller share of trees
+    return {"folds": BLEND_FOLDS, "turns": len(turns), "services": len(set(turn_svc.values())),
+            "accuracy": {str(b): round(a, 4) for b, a in mean.items()}, "chosen": chosen}
+
+
+def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
+    """Fit the pick model on per-dialogue rows [(X, y, turn ids, service per row)]: held-out pick accuracy
+    (every ``PICK_HOLDOUT``-th dialogue, against a logistic regression fitted on the same rows), the
+    booster's share chosen on folds that leave services out (``blend_folds``), then the model on all rows."""
+    import lightgbm as lgb
+    import numpy as np
+
+    train_part = _stack(rows, lambda i: i % PICK_HOLDOUT)
+    test_part = _stack(rows, lambda i: not i % PICK_HOLDOUT)
+    held = fit_pick(*train_part[:3])
+    boosted = lgb.Booster(model_str=held["booster"]).predict(np.asarray(test_part[0], dtype=float), raw_score=True)
+    linear = _linear(test_part[0], fit(train_part[0], train_part[1]))
+    folds = blend_folds(rows)
+    b = folds["chosen"]
+    pick = fit_pick(*_stack(rows, lambda i: True)[:3])
+    pick["blend"] = b
+    pick["blend_folds"] = folds
+    pick["held_out"] = {"turns": len(set(test_part[2])), "pick_accuracy": _accuracy(boosted, test_part[1], test_part[2]),
+                        "pick_accuracy_logistic": _accuracy(linear, test_part[1], test_part[2]),
+                        "pick_accuracy_blend": _accuracy((1 - b) * linear + b * boosted, test_part[1], test_part[2])}
     return pick
 
 
 def train_pick(data: Path, model_path: Path, sgd_every: int, star_every: int, cache: Path) -> dict[str, Any]:
     """Rows as ``training_rows`` reads them over ``pick_samples``; the pick model is written into the
     switch model (``ranker.pick``), the rest of it unchanged."""
+    from graph.resources import get_resources
+
     rows: list = []
     for name, split in SOURCES:
         full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
         dialogues = pick_samples(full, name, sgd_every, star_every)
         ctx = _context(name, lib_dir, cache)
-        rows += [training_rows([d], ctx) for d in dialogues]
+        wfs = get_resources(ctx).library.workflows
+        for d in dialogues:
+            golds: list = []
+            X, y, g = training_rows([d], ctx, golds=golds)
+            # each row's service (its gold's role; SGD's and STAR's apart): the blend's folds leave services out
+            rows.append((X, y, g, [f"{name}:{wfs[golds[v]].role}" for v in g]))
         typer.echo(f"pick rows {name} {split}: {len(dialogues)} dialogues")
     pick = pick_model(rows)
     pick["trained_on"] = {"sgd": f"train, every {sgd_every}th dialogue",
@@ -400,12 +473,20 @@ def _pick_report(out: Path, pick: dict, command: str) -> None:
     rep.table(f"Pick accuracy on held-out train dialogues (every {PICK_HOLDOUT}th, {held['turns']} turns)",
               ["model", "gold picked"], [["logistic regression (same rows, same features)",
                                           held["pick_accuracy_logistic"]],
-                                         ["LightGBM lambdarank (the pick model)", held["pick_accuracy"]]])
-    rep.bar_plot("pick", ["logistic", "lambdarank"], {"held-out": [held["pick_accuracy_logistic"],
-                                                                   held["pick_accuracy"]]},
+                                         ["LightGBM lambdarank", held["pick_accuracy"]],
+                                         [f"blend, b = {pick['blend']:g} (the pick model)", held["pick_accuracy_blend"]]])
+    folds = pick["blend_folds"]
+    rep.table(f"Booster's share of the pick's score, (1 - b) x linear + b x booster: pick accuracy on "
+              f"{folds['folds']} folds that leave whole services out ({folds['turns']} turns, {folds['services']} "
+              f"services); chosen b = {folds['chosen']:g}", ["b", "gold picked (unseen services)"],
+              [[b, a] for b, a in folds["accuracy"].items()])
+    rep.bar_plot("pick", ["logistic", "lambdarank", f"blend {pick['blend']:g}"],
+                 {"held-out": [held["pick_accuracy_logistic"], held["pick_accuracy"], held["pick_accuracy_blend"]]},
                  "pick accuracy", "Pick at a SEARCH turn, held-out train dialogues")
     rep.write({"summary": {"pick_accuracy": held["pick_accuracy"],
-                           "pick_accuracy_logistic": held["pick_accuracy_logistic"]},
+                           "pick_accuracy_logistic": held["pick_accuracy_logistic"],
+                           "pick_accuracy_blend": held["pick_accuracy_blend"], "blend": pick["blend"],
+                           "blend_unseen_services": folds["accuracy"]},
                **{k: v for k, v in pick.items() if k != "booster"}})
 
 
@@ -617,7 +698,8 @@ def train_command(
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")
         typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
-                   f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f})")
+                   f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f}, blend {p['blend']:g}: "
+                   f"{p['held_out']['pick_accuracy_blend']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
                           {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"))

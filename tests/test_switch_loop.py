@@ -298,8 +298,8 @@ def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_
     from workflows.library import bundled_library_path, load_library
 
     # Rows where only an interaction decides: on turns of one kind (a per-turn flag, the same for every
-    # candidate) the gold names the task, on the other it has the slot-word hit; a candidate with both
-    # is never the gold.  No linear weights tell these apart (the flag only shifts every score).
+    # candidate) the gold is BM25's top, on the other the dense top; a candidate that is both is never the
+    # gold.  No linear weights tell these apart (the flag only shifts every score).
     rng = random.Random(0)
     patterns = [(1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (1.0, 1.0)]
     per_dialogue = []
@@ -309,19 +309,97 @@ def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_
             flag = float(rng.random() < 0.5)
             for names, slot in rng.sample(patterns, 4):
                 f = dict.fromkeys(FEATURES, 0.0)
-                f["names_task"], f["slot_hit"], f["same_role"], f["lex_norm"] = names, slot, flag, rng.random()
+                f["lex_top"], f["den_top"], f["same_role"], f["lex_norm"] = names, slot, flag, rng.random()
                 X.append([f[k] for k in FEATURES])
                 y.append(int((names, slot) == ((1.0, 0.0) if flag else (0.0, 1.0))))
                 g.append(t)
-        per_dialogue.append((X, y, g))
+        per_dialogue.append((X, y, g, [f"x:service{d % 7}"] * len(y)))
     pick = pick_model(per_dialogue)
     assert pick["held_out"]["pick_accuracy"] > pick["held_out"]["pick_accuracy_logistic"]
     assert pick["held_out"]["pick_accuracy"] > 0.9
+    # the interaction holds in every service, so the folds that leave services out keep the trees
+    acc = {float(b): a for b, a in pick["blend_folds"]["accuracy"].items()}
+    assert pick["blend_folds"]["services"] == 7 and pick["blend"] > 0.0
+    assert acc[pick["blend"]] >= acc[1.0] > acc[0.0]
+    assert pick["held_out"]["pick_accuracy_blend"] > pick["held_out"]["pick_accuracy_logistic"]
 
     lib = load_library(bundled_library_path())
     zero = tuple(0.0 for _ in FEATURES)
-    linear = Ranker(zero, 0.0, meta={"ranker": {"pick": fit_pick(*per_dialogue[0])}})
+    linear = Ranker(zero, 0.0, meta={"ranker": {"pick": fit_pick(*per_dialogue[0][:3])}})
     assert linear.booster == "" and linear.picker().booster  # only the pick at a search uses the trees
     ev = evidence("please block my card", "", [("block_card", 1.0), ("check_balance", 0.9)])
     assert {s for _, s in linear.scores(ev, lib, None, [])} == {0.0}  # the belief's scores stay linear
     assert len(linear.picker().scores(ev, lib, None, [])) == 2
+
+
+def test_the_pick_blend_is_chosen_on_services_left_out():
+    """Where the trees can only memorise each service's quirk (a feature that picks the gold in the services
+    they saw and misleads in the others) and one linear feature carries everywhere, the folds that leave
+    whole services out choose a small share of trees; ``Ranker.picker`` scores with that share."""
+    import random
+
+    from dialogue.understanding.ranker import FEATURES, Ranker, evidence
+    from evals.switch_train import blend_folds, fit_pick
+    from workflows.library import bundled_library_path, load_library
+
+    rng = random.Random(1)
+    rows = []
+    for d in range(100):
+        service = d % 10
+        X, y, g = [], [], []
+        for t in range(3):
+            gold = rng.randrange(5)
+            for c in range(5):
+                f = dict.fromkeys(FEATURES, 0.0)
+                # a noisy feature that carries: the gold scores higher on average
+                f["lex_norm"] = rng.random() + (0.6 if c == gold else 0.0)
+                # a quirk: within a service, a value band marks the gold exactly; the band differs per service
+                band = (service + (0 if c == gold else 1 + rng.randrange(9))) % 10
+                f["den_raw"] = band / 10 + rng.random() * 0.05
+                X.append([f[k] for k in FEATURES])
+                y.append(int(c == gold))
+                g.append(t)
+        rows.append((X, y, g, [f"x:service{service}"] * len(y)))
+    folds = blend_folds(rows)
+    acc = {float(b): a for b, a in folds["accuracy"].items()}
+    assert folds["services"] == 10
+    assert acc[0.0] > acc[1.0]  # the trees alone do not carry to the services they never saw
+    assert folds["chosen"] < 1.0 and acc[folds["chosen"]] == max(acc.values())
+
+    lib = load_library(bundled_library_path())
+    booster = fit_pick(*rows[0][:3])
+    weights = tuple(1.0 if k == "lex_norm" else 0.0 for k in FEATURES)
+    ev = evidence("please block my card", "", [("block_card", 1.0), ("check_balance", 0.5)])
+    linear = Ranker(weights, 0.0).scores(ev, lib, None, [])
+    blended = Ranker(weights, 0.0, meta={"ranker": {"pick": {**booster, "blend": 0.0}}}).picker()
+    assert blended.booster and blended.blend == 0.0
+    assert blended.scores(ev, lib, None, []) == linear  # a share of 0 is the linear order
+
+
+def test_the_pick_model_never_reads_what_the_turn_says_of_a_candidate_against_it():
+    """Rows where a full slot-word cover happens to go with the wrong candidate: the trees still may not
+    score a candidate lower because the turn says more of it (``PICK_MONOTONE``)."""
+    import random
+
+    import lightgbm as lgb
+    import numpy as np
+
+    from dialogue.understanding.ranker import FEATURES
+    from evals.switch_train import fit_pick
+
+    rng = random.Random(2)
+    X, y, g = [], [], []
+    for t in range(300):
+        gold = rng.randrange(4)
+        for c in range(4):
+            f = dict.fromkeys(FEATURES, 0.0)
+            f["lex_norm"] = rng.random() + (0.5 if c == gold else 0.0)
+            f["slot_share"] = 0.0 if c == gold else float(rng.random() < 0.7)
+            X.append([f[k] for k in FEATURES])
+            y.append(int(c == gold))
+            g.append(t)
+    booster = lgb.Booster(model_str=fit_pick(X, y, g)["booster"])
+    base = np.array(X[:40], dtype=float)
+    covered = base.copy()
+    covered[:, FEATURES.index("slot_share")] = 1.0
+    assert (booster.predict(covered) >= booster.predict(base) - 1e-9).all()

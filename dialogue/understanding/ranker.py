@@ -17,9 +17,11 @@ The weights are a logistic regression fitted on the training splits only (SGD tr
 A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
 detector stays on: there the evidence is an answer and the agent's question, not a request, and the
 slot words, enum values and offers weigh differently than at a search.
-An optional pick model (``ranker.pick``: LightGBM lambdarank over the same features, ``flowdesk train
-switch --pick-only``) orders a SEARCH turn's candidates instead (``Ranker.picker``); the bundled model has
-none (it lowered intent switching on the demo desk, ``reports/switch-train-pick``).
+A pick model (``ranker.pick``: LightGBM lambdarank over the same features, monotone in what the turn
+says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
+chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
+(``Ranker.picker``); the bundled model has none (the blend lost a conversation test and FlowBench sessions,
+``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
@@ -166,6 +168,9 @@ class Ranker:
     # The pick model (LightGBM lambdarank scores over ``FEATURES``; '' = the linear weights): the retriever's
     # order at a SEARCH turn (``picker``).  The belief's re-verification and the reviser keep the linear scores.
     booster: str = field(default="", repr=False)
+    # The booster's share of a pick's score, (1 - blend) * linear logit + blend * booster score: chosen on
+    # folds of the training rows that leave whole services out (the trees alone fit the services they saw).
+    blend: float = 1.0
 
     def logit(self, f: dict[str, float]) -> float:
         return self.bias + sum(w * f.get(k, 0.0) for k, w in zip(FEATURES, self.weights))
@@ -175,7 +180,7 @@ class Ranker:
         pick = (self.meta.get("ranker") or {}).get("pick") or {}
         if not pick.get("booster") or self.booster:
             return self
-        return replace(self, booster=pick["booster"])
+        return replace(self, booster=pick["booster"], blend=float(pick.get("blend", 1.0)))
 
     def verifier(self) -> "Ranker":
         """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
@@ -194,7 +199,8 @@ class Ranker:
             # one thread: a few dozen rows per turn, where LightGBM's thread pool costs more than it saves
             raw = _booster(self.booster).predict(np.array([[f[k] for k in FEATURES] for f in rows]),
                                                  raw_score=True, num_threads=1)
-            out = [(n, float(s)) for n, s in zip(names, raw)]
+            out = [(n, (1.0 - self.blend) * self.logit(f) + self.blend * float(s))
+                   for n, s, f in zip(names, raw, rows)]
         else:
             out = [(n, self.logit(f)) for n, f in zip(names, rows)]
         return sorted(out, key=lambda x: -x[1])
