@@ -22,7 +22,7 @@ import typer
 
 from .datasets import default_data_dir, load_switch_dataset
 
-KEEP = 0.98  # share of train's in-scope first requests the threshold keeps
+KEEP = 0.99  # share of train's in-scope first requests the threshold keeps
 SAMPLES = (("sgd", "train", 10), ("star", "train", 5))
 DEV = (("sgd", "dev", 10), ("star", "dev", 5))
 
@@ -67,7 +67,7 @@ def _rates(gate, X, y) -> dict:
             "out_of_scope_turned_away": round(sum(neg) / max(1, len(neg)), 4), "rows": len(y)}
 
 
-def train_scope(data: Path, out: Path, report: Path, cache: Path, show_progress: bool = True) -> dict:
+def train_scope(data: Path, out: Path, report: Path, cache: Path, keep: float = KEEP, show_progress: bool = True) -> dict:
     import numpy as np
     from rich.progress import Progress
     from sklearn.linear_model import LogisticRegression
@@ -83,11 +83,11 @@ def train_scope(data: Path, out: Path, report: Path, cache: Path, show_progress:
     X = np.array([x for ds, split, _ in SAMPLES for x in rows[f"{ds}-{split}"][0]])
     y = np.array([v for ds, split, _ in SAMPLES for v in rows[f"{ds}-{split}"][1]])
     model = LogisticRegression(max_iter=1000).fit(X, y)
-    threshold = float(np.quantile(model.predict_proba(X)[:, 1][y == 1], 1 - KEEP))
+    threshold = float(np.quantile(model.predict_proba(X)[:, 1][y == 1], 1 - keep))
     gate = ScopeGate(tuple(float(c) for c in model.coef_[0]), float(model.intercept_[0]), threshold)
     evaluation = {name: _rates(gate, *rows[name]) for name in rows}
     doc = {"features": list(FEATURES), "coef": list(gate.coef), "intercept": gate.intercept,
-           "threshold": round(threshold, 6), "keep": KEEP, "train_rows": int(len(y)),
+           "threshold": round(threshold, 6), "keep": keep, "train_rows": int(len(y)),
            "trained_on": [f"{ds} {split} every {every}th dialogue" for ds, split, every in SAMPLES]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
@@ -143,11 +143,13 @@ def train_command(
     out: Path = typer.Option(None, help="Model file (default: the bundled dialogue/understanding/scope_model.json)."),
     report: Path = typer.Option(Path("reports/scope-train"), help="Report directory."),
     cache: Path = typer.Option(Path(".flowdesk/eval"), help="Imported libraries and their indexes."),
+    keep: float = typer.Option(KEEP, min=0.5, max=1.0, help="Share of train's in-scope requests the threshold keeps."),
 ) -> None:
     """Fit the scope gate: which turns with no active workflow the library serves at all."""
     from dialogue.understanding.scope import MODEL_PATH
 
-    metrics = train_scope(Path(data) if data else default_data_dir(), Path(out) if out else MODEL_PATH, report, cache)
+    metrics = train_scope(Path(data) if data else default_data_dir(), Path(out) if out else MODEL_PATH, report, cache,
+                          keep)
     for name, r in metrics["summary"].items():
         typer.echo(f"{name}: in scope kept {r['in_scope_kept']:.3f}, out of scope turned away "
                    f"{r['out_of_scope_turned_away']:.3f}")
