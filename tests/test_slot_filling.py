@@ -363,3 +363,84 @@ def test_an_identifier_typed_loosely_is_written_in_its_examples_form():
         {"name": "order_id", "description": "Order number, e.g. ORD-7001"}]})
     for said in ("where is ord 7003?", "ord7003 please", "my order is Ord-7003"):
         assert fill_slots(said, wf).values == {"order_id": "ORD-7003"}, said
+
+
+# --- readings of how people say values (probe round 7) --------------------------------------------
+FREEZE = Workflow.model_validate({
+    "name": "freeze", "description": "Freeze a card.", "domain": "d", "role": "r",
+    "slots": [{"name": "customer_id", "description": "Customer number, e.g. C-1001"},
+              {"name": "pin", "type": "integer", "description": "4-digit PIN"},
+              {"name": "card_last4", "type": "integer", "description": "Last 4 digits of the card"}]})
+
+
+@pytest.mark.parametrize("msg,values", [
+    ("C-1002 1357 card 1180", {"pin": 1357, "card_last4": 1180}),  # "card" labels the number after it
+    ("card 1180 and PIN 1357", {"pin": 1357, "card_last4": 1180}),
+    ("PIN 1357 card ending 1180", {"pin": 1357, "card_last4": 1180})])
+def test_a_label_between_two_numbers_names_the_one_after_it(msg, values):
+    got = fill_slots(msg, FREEZE, pending=["customer_id", "pin", "card_last4"]).values
+    assert {k: got.get(k) for k in values} == values
+
+
+@pytest.mark.parametrize("msg,values", [("for three nights for 2 guests", {"nights": 3, "guests": 2}),
+                                        ("two guests for 5 nights", {"guests": 2, "nights": 5})])
+def test_a_count_said_in_words_keeps_its_unit(msg, values):
+    assert fill_slots(msg, STAY).values == values
+
+
+@pytest.mark.parametrize("msg,size", [("a table for me and my 3 kids", 4), ("for 2 adults and 2 children", 4),
+                                      ("two adults, one child", 3), ("me and my 2 friends", 3)])
+def test_a_party_said_by_its_parts_is_their_sum(msg, size):
+    assert fill(msg).values["party_size"] == size
+
+
+STAY_FROM = Workflow.model_validate({
+    "name": "stay", "description": "Book a stay.", "domain": "d", "role": "r",
+    "slots": [{"name": "check_in", "type": "date", "description": "Arrival date"},
+              {"name": "nights", "type": "integer", "description": "Number of nights"}]})
+TRIP = Workflow.model_validate({
+    "name": "trip", "description": "Book a trip.", "domain": "d", "role": "r",
+    "slots": [{"name": "depart", "type": "date", "description": "Departure date"},
+              {"name": "back", "type": "date", "description": "Return date"}]})
+
+
+def test_a_period_said_by_its_ends_is_a_first_day_and_a_length():
+    assert fill_slots("from the 10th to the 13th of december", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-10", "nights": 3}
+    assert fill_slots("between Dec 30 and Jan 2", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-30", "nights": 3}
+    # two date slots: the first day and the last
+    assert fill_slots("from 2026-12-01 to 2026-12-05", TRIP, today=TODAY).values == \
+        {"depart": "2026-12-01", "back": "2026-12-05"}
+    # "from savings to checking" is no period
+    assert fill_slots("from savings to checking on the 5th", STAY_FROM, today=TODAY).values == {"check_in": "2026-12-05"}
+
+
+@pytest.mark.parametrize("msg,value", [("at 8", "20:00"), ("at 9", "09:00"), ("7.30pm", "19:30"),
+                                       ("seven thirty pm", "19:30"), ("at half seven", "19:30"),
+                                       ("seven in the evening", "19:00"), ("9 in the morning", "09:00"),
+                                       ("at eight o'clock", "20:00"), ("11 at night", "23:00")])
+def test_times_said_other_ways(msg, value):
+    assert find_time(msg)[0] == value
+
+
+def test_a_count_in_words_is_no_time():
+    assert find_time("seven people") is None
+    assert fill("table for seven at 8pm").values == {"party_size": 7, "time": "20:00"}
+
+
+def test_a_quantifier_option_yields_to_an_option_said_as_itself():
+    assert match_enum("any restaurants by the harbour?", ["any", "harbour", "riverside"])[0] == "harbour"
+    assert match_enum("any area is fine", ["any", "harbour", "riverside"])[0] == "any"
+
+
+def test_a_correction_while_another_value_is_asked_corrects_the_value_given():
+    from dialogue.commands import CorrectSlot
+    from dialogue.understanding.slots import slot_commands
+
+    frame = {"slots": {"restaurant": "Luigi's", "party_size": 2}}
+    cmds, _ = slot_commands("oh actually we're 4 now", WF, frame, ["guest_name"], 3)
+    assert [(c.slot, c.value) for c in cmds if isinstance(c, CorrectSlot)] == [("party_size", 4)]
+    # without a correction marker an unlabelled number is no answer to the name question
+    cmds, _ = slot_commands("we're 4", WF, frame, ["guest_name"], 3)
+    assert not [c for c in cmds if c.slot == "party_size"]
