@@ -444,3 +444,33 @@ def test_a_correction_while_another_value_is_asked_corrects_the_value_given():
     # without a correction marker an unlabelled number is no answer to the name question
     cmds, _ = slot_commands("we're 4", WF, frame, ["guest_name"], 3)
     assert not [c for c in cmds if c.slot == "party_size"]
+
+
+@pytest.mark.parametrize("text,value", [("dob 12/04/1988", "1988-04-12"), ("on 3/27/2024", "2024-03-27"),
+                                        ("in two days", "2026-11-23"), ("in a week", "2026-11-28")])
+def test_dates_said_other_ways(text, value):
+    assert find_date(text, TODAY)[0] == value
+
+
+def test_a_stay_said_in_weeks_is_its_nights():
+    assert fill_slots("from december 1 for a week", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-01", "nights": 7}
+    assert fill_slots("for two weeks", STAY_FROM, today=TODAY).values == {"nights": 14}
+
+
+@pytest.mark.parametrize("text,value", [("€75.50", 75.5), ("move 1.5k", 1500), ("$1,200 please", 1200),
+                                        ("75,50 euros", 75.5), ("transfer 200", None), ("at 7.30pm", None)])
+def test_amounts_written_as_money(text, value):
+    from dialogue.understanding.slots import find_amount
+
+    found = find_amount(text)
+    assert (found[0] if found else None) == value
+
+
+def test_an_identifiers_digits_after_the_slots_name_take_its_examples_prefix():
+    order = Workflow.model_validate({
+        "name": "track", "description": "Track an order.", "domain": "d", "role": "r",
+        "slots": [{"name": "order_id", "description": "Order number, e.g. ORD-7001"}]})
+    assert fill_slots("where is order 7003?", order).values == {"order_id": "ORD-7003"}
+    assert fill_slots("order no. 7003", order).values == {"order_id": "ORD-7003"}
+    assert fill_slots("I ordered 3 things", order).values == {}

@@ -283,6 +283,8 @@ _MONTH_DAY = re.compile(r"(?:\b(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\
                         r"(?:,?\s+(?P<year>\d{4})\b)?", re.I)
 # a day of the month alone, said as an ordinal: "on the 6th", "the 21st" (not "the 2nd one" of a list)
 _DAY_ONLY = re.compile(r"\bthe\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+ones?\b)", re.I)
+_NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})[/.](\d{1,2})[/.](\d{4}|\d{2})(?![\d/.]\d)")
+_IN_DAYS = re.compile(r"\bin\s+(an?|\d{1,2}|" + "|".join(list(NUMBER_WORDS)[:21]) + r")\s+(days?|weeks?)\b", re.I)
 _REL = re.compile(r"\b(today|tonight|tomorrow|day after tomorrow|" + "|".join(WEEKDAYS) + r")\b", re.I)
 
 
@@ -290,6 +292,20 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
     today = today or dt.date.today()
     if m := _ISO.search(text):
         return m.group(0), m.span()
+    if m := _NUMERIC_DATE.search(text):  # "12/04/1988": day first, unless the day cannot be one
+        a, b, year = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        day, month = (b, a) if b > 12 >= a else (a, b)
+        year += 0 if year >= 100 else (2000 if 2000 + year <= today.year + 10 else 1900)
+        try:
+            return dt.date(year, month, day).isoformat(), m.span()
+        except ValueError:
+            pass
+    if m := _IN_DAYS.search(text):  # "in two days", "in a week"
+        n = 1 if m.group(1).lower() in ("a", "an") else (int(m.group(1)) if m.group(1).isdigit()
+                                                         else NUMBER_WORDS.get(m.group(1).lower(), 0))
+        if n:
+            return (today + dt.timedelta(days=n * (7 if m.group(2).lower().startswith("week") else 1))).isoformat(), \
+                m.span()
     if m := _MONTH_DAY.search(text):
         mon = m.group(1) or m.group(4)
         day = int(m.group(2) or m.group(3))
@@ -628,6 +644,28 @@ def clean_free_text(text: str) -> str:
     return t
 
 
+def _length_slots(workflow: Workflow, kinds: dict[str, str]) -> list[str]:
+    """The count slots that hold a length of time in nights or days (a stay, a rental)."""
+    return [s.name for s in workflow.slots if kinds[s.name] == "integer"
+            and re.search(r"\b(?:nights?|days?)\b", f"{s.name} {s.description}".replace("_", " "), re.I)]
+
+
+_WEEKS = re.compile(r"\bfor\s+(an?|\d|one|two|three|four)\s+(weeks?|fortnight)\b", re.I)
+# an amount written as money: a currency sign, cents or a thousands "k" ("€75.50", "1.5k", "$1,200")
+_AMOUNT = re.compile(r"(?<![\w:.,/-])(?P<cur>[€$£]\s?)?(?P<n>\d{1,3}(?:,\d{3})+|\d+)(?P<dec>[.,]\d+)?(?:\s?(?P<k>k)\b)?"
+                     r"(?![\w:/-]|[.,]\d)", re.I)
+
+
+def find_amount(text: str) -> tuple[int | float, tuple[int, int]] | None:
+    """The first number written as money (value, span); a plain number is not (``find_int`` reads it)."""
+    for m in _AMOUNT.finditer(text):
+        if not (m.group("cur") or m.group("dec") or m.group("k") or "," in m.group("n")):
+            continue
+        value = float(m.group("n").replace(",", "") + (m.group("dec") or "").replace(",", ".")) * (1000 if m.group("k") else 1)
+        return (int(value) if value.is_integer() else round(value, 2)), m.span()
+    return None
+
+
 def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = None,
                last_items: list[Any] | None = None, today: dt.date | None = None) -> Filled:
     """Slot values found in ``message``; ``pending`` are the slots the agent just asked for."""
@@ -666,8 +704,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         if kind == "date" and (period := find_range(rest(), today)):
             # the first date slot takes the first day; a second date slot the last, else a count of nights/days
             dates = [s.name for s in workflow.slots if kinds[s.name] == "date"]
-            counts = [s.name for s in workflow.slots if kinds[s.name] == "integer"
-                      and re.search(r"\b(?:nights?|days?)\b", f"{s.name} {s.description}".replace("_", " "), re.I)]
+            counts = _length_slots(workflow, kinds)
             if dates and dates[0] not in out.values:
                 out.set(dates[0], period[0].isoformat(), 0.9)
                 if len(dates) > 1:
@@ -675,6 +712,11 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 elif counts:
                     out.set(counts[0], (period[1] - period[0]).days, 0.9)
                 take(period[2])
+        if kind == "integer" and (weeks := _WEEKS.search(rest())) and (counts := [
+                n for n in _length_slots(workflow, kinds) if n not in out.values]):
+            n = weeks.group(1).lower()  # "for a week", "for two weeks", "a fortnight"
+            n = 1 if n in ("a", "an") else int(n) if n.isdigit() else NUMBER_WORDS.get(n, 1)
+            out.set(counts[0], n * (14 if weeks.group(2).lower() == "fortnight" else 7), 0.9), take(weeks.span())
         if kind == "integer" and (party := find_party(rest())):
             people = [s.name for s in slots if kinds[s.name] == kind and s.name not in out.values
                       and _STRONG.search(f"{s.name} {s.description}")]
@@ -697,7 +739,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "id" and (m := find_id(src, s.name, fits)):
                 out.set(s.name, in_form(m.group(0), fits[s.name]), 0.9), take(m.span())
-            elif kind == "id" and (loose := loose_id(src, fits[s.name])):
+            elif kind == "id" and (loose := loose_id(src, fits[s.name], s)):
                 out.set(s.name, loose[0], 0.85), take(loose[1])
             elif kind == "datetime":
                 d, t = find_date(src, today), find_time(src)
@@ -719,6 +761,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                         take((pos, pos + len(hit[0])))
             elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
+            elif kind == "number" and (amount := find_amount(src)) and fits[s.name].ok(amount[0]):
+                out.set(s.name, amount[0], 0.9 if is_pending else 0.8), take(amount[1])
             elif kind in ("integer", "number") and (n := find_int(src, fits[s.name].ok)):
                 # a count of people goes to the slot that counts people, when there is one
                 people = [o.name for o in slots if kinds[o.name] == "integer" and o.name not in out.values
@@ -809,9 +853,17 @@ def in_form(value: str, fit: SlotFit) -> str:
     return next((p + value[len(p):] for p in fit.prefixes if value[:len(p)].lower() == p.lower()), value)
 
 
-def loose_id(text: str, fit: SlotFit) -> tuple[str, tuple[int, int]] | None:
-    """An identifier typed loosely — other case, a space or no separator ("ord 7003", "ord7003") — written
-    in its examples' form ("ORD-7003")."""
+def loose_id(text: str, fit: SlotFit, slot: Slot | None = None) -> tuple[str, tuple[int, int]] | None:
+    """An identifier typed loosely — other case, a space or no separator ("ord 7003", "ord7003"), or its
+    digits after the slot's own name ("order 7003", "booking no. 1007") — written in its examples' form
+    ("ORD-7003")."""
+    names = [w for w in re.findall(r"[a-z]+", slot.name.lower()) if w not in ("id", "number", "no", "ref", "code")] \
+        if slot is not None else []
+    if names and len(fit.prefixes) == 1 and (
+            m := re.search(rf"\b(?:{'|'.join(names)})\s+(?:(?:number|no\.?|num|#)\s*)?#?(\d+)\b", text, re.I)):
+        value = fit.prefixes[0] + m.group(1)
+        if fit.ok(value):
+            return value, m.span()
     for prefix in fit.prefixes:
         letters = prefix.rstrip("-_")
         if len(letters) < 2:
