@@ -100,7 +100,9 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "reading": reading,
         "commands": dumped,
-        "search_query": v.search_query if v.action == "SEARCH" else "",
+        # what the router looks for: the turn's own request ("never mind X, I need a hotel" -> "I need a hotel")
+        "search_query": next((c["query"] for c in dumped if c.get("command") == "start_flow" and c.get("query")),
+                             v.search_query) if v.action == "SEARCH" else "",
         "user_intention": v.user_intention,
         "trace": [{"event": "user", "turn": turn, "text": text, "workflow": active, "decision": decision(dumped),
                    "commands": [c["command"] for c in dumped], "out_of_scope": v.out_of_scope,
