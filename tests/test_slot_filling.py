@@ -474,3 +474,17 @@ def test_an_identifiers_digits_after_the_slots_name_take_its_examples_prefix():
     assert fill_slots("where is order 7003?", order).values == {"order_id": "ORD-7003"}
     assert fill_slots("order no. 7003", order).values == {"order_id": "ORD-7003"}
     assert fill_slots("I ordered 3 things", order).values == {}
+
+
+def test_a_value_the_user_sets_a_slot_to_is_that_slots():
+    addr = Workflow.model_validate({
+        "name": "move", "description": "Change the address.", "domain": "d", "role": "r",
+        "slots": [{"name": "customer_id", "description": "Customer number, e.g. C-1001"},
+                  {"name": "pin", "type": "integer", "description": "4-digit PIN"},
+                  {"name": "new_address", "description": "Full new postal address"}]})
+    assert fill_slots("update my address to 1 New Road, Northwind NW1 1AA, customer C-1001 pin 4821", addr).values \
+        == {"customer_id": "C-1001", "pin": 4821, "new_address": "1 New Road, Northwind NW1 1AA"}
+
+
+def test_text_me_is_a_text_message():
+    assert match_enum("just text me", ["email", "sms"])[0] == "sms"

@@ -544,6 +544,7 @@ ENUM_LEXICON = {
     "lost": {"lose", "lost", "misplaced"},
     "compromised": {"compromised", "skimmed", "hacked", "cloned"},
     "mind": {"mind"},
+    "sms": {"text", "texts", "texting"},  # "text me": a text message
 }
 
 
@@ -789,7 +790,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     # location: ...", "the meeting reason is ..."), several in one message
     for name, (value, span) in labelled_values(rest(), [s for s in slots if s.name not in out.values
                                                         and kinds[s.name] in ("string", "person", "id")]).items():
-        if fits_slot(value, name, fits, whole=kinds[name] == "id"):
+        # without the trailing parts other values and their labels leave ("..., customer C-1001 pin 4821")
+        value = _labels_dropped(value, workflow, name) if kinds[name] == "string" else value
+        if value and fits_slot(value, name, fits, whole=kinds[name] == "id"):
             out.set(name, value, 0.8), take(span)
     # a proper name for an unfilled name-like string slot ("at Luigi's")
     for s in slots:
@@ -905,6 +908,10 @@ def labelled_values(text: str, slots: list[Slot]) -> dict[str, tuple[str, tuple[
         for lab in slot_labels(s):
             for m in re.finditer(rf"\b(?:the |my )?{re.escape(lab)}\s*(?::|\bis\b|=)\s*", text, re.I):
                 marks.append((m.start(), m.end(), s.name))
+        # "update my address to ...", "change the email to ...": the slot's head noun set to a value
+        head = re.escape(s.name.split("_")[-1].lower())
+        for m in re.finditer(rf"\b(?:update|change|set|switch)\s+(?:my|the|our)\s+{head}\s+to\s+", text, re.I):
+            marks.append((m.start(), m.end(), s.name))
     marks.sort()
     out: dict[str, tuple[str, tuple[int, int]]] = {}
     for i, (start, end, name) in enumerate(marks):
@@ -956,6 +963,16 @@ def strip_label(text: str, slot: Slot | None) -> str:
         else:
             break
     return text[cut:].strip(" :,.-") if named and text[cut:].strip(" :,.-") else text
+
+
+def _labels_dropped(value: str, workflow: Workflow, slot: str) -> str:
+    """``value`` without its trailing comma parts that hold only other slots' labels and filler (their
+    values already taken out)."""
+    junk = set().union(*(label_words(s) for s in workflow.slots if s.name != slot)) | _FILLER_WORDS
+    parts = re.split(r"(?=[;,])", value)
+    while len(parts) > 1 and all(t in junk for t in _tokens(parts[-1])):
+        parts.pop()
+    return "".join(parts).strip(" ,;")
 
 
 def remainder(text: str, workflow: Workflow, slot: str) -> str:
