@@ -83,7 +83,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "",
-                             finished=wf is not None and env.finished(frame))
+                             finished=wf is not None and env.finished(frame), idle=not stack)
     if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, scorer(text))

@@ -315,6 +315,15 @@ def test_navigation_said_other_ways(text, kinds):
         assert commands[-1].query == "I need a hotel in porto instead"
 
 
+def test_a_bare_cancel_with_nothing_under_way_starts_nothing():
+    def cmds(text, idle=True):
+        return [c.command for c in turn_commands(Verdict(action="SEARCH", search_query=text), text, 1, active=None,
+                                                 active_about="", asked=[], stacked=[], describe={}, idle=idle)]
+    assert cmds("cancel") == ["chitchat"] and cmds("cancel it please") == ["chitchat"]
+    assert cmds("cancel my order") == ["start_flow"]  # names what to cancel
+    assert cmds("cancel it", idle=False) == ["start_flow"]  # after a task: what it did
+
+
 def test_cancelling_leaves_the_interrupted_workflow_waiting_and_it_can_be_resumed(ctx):
     below = frame(QUIZ, status="interrupted", executed=["ask_number"], slots={"num": 3}, asked=["num"])
     st = node_state([below, frame(executed=["ask_details"])], "cancel that",

@@ -65,12 +65,13 @@ def reading_of(text: str) -> dict[str, Any]:
 
 def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None, active_about: str,
                   asked: list[str], stacked: list[str], describe: dict[str, str],
-                  finished: bool = False) -> list[Command]:
+                  finished: bool = False, idle: bool = False) -> list[Command]:
     """The turn's commands from the detector's verdict and the navigation markers.
 
     ``active_about``: the active workflow's name and description (a workflow that is itself about
     cancelling reads "cancel" as its task, not as cancelling it); ``finished``: the active workflow's
-    procedure has run to its end (there is nothing left to stop)."""
+    procedure has run to its end (there is nothing left to stop); ``idle``: no task at all in this
+    conversation yet (nothing done that "cancel it" could point at)."""
     if HUMAN.search(text):
         return [HumanHandoff(turn=turn)]
     if CAPABILITIES.search(text):
@@ -88,6 +89,8 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
             query=instead, confidence=round(verdict.confidence, 3), turn=turn, source=verdict.policy)] if instead else [])
     if active and verdict.action == "SEARCH" and BACK.search(text) and _names_active(text, active_about):
         return []  # "ok, back to the hotel" while booking it: the pending question stands
+    if idle and verdict.action == "SEARCH" and CANCEL.search(text) and not _stems(CANCEL.sub(" ", text)):
+        return [ChitChat(turn=turn)]  # a bare "cancel" with nothing under way: ask what the user means
     if verdict.action == "SEARCH":
         return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,
                           source=verdict.policy)]
