@@ -305,7 +305,7 @@ def test_cancellation_stops_the_workflow(ctx):
     ("stop, I don't want to do this", ["cancel_flow"]), ("let's start over", ["cancel_flow"]),
     ("operator", ["human_handoff"]), ("this is useless, let me talk to someone", ["human_handoff"]),
     ("never mind the table, I need a hotel in porto instead", ["cancel_flow", "start_flow"]),
-    ("ok, back to the table booking", [])])
+    ("ok, back to the table booking", []), ("Forget it, please cancel this.", ["cancel_flow"])])
 def test_navigation_said_other_ways(text, kinds):
     commands = turn_commands(Verdict(action="SEARCH", search_query=text), text, 1, active="book_table",
                              active_about=f"book_table {BOOK.description}", asked=["guest_name"], stacked=[],

@@ -111,13 +111,16 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
 
 def _request_after(text: str) -> str:
     """The request a turn makes after giving up the active task ("forget it, I need a hotel instead" ->
-    "I need a hotel instead"): the clauses after the give-up marker's, when they ask for something."""
+    "I need a hotel instead"): the clauses after the give-up marker's, when they ask for something other
+    than stopping."""
     from .features import IMPERATIVE, REQUEST
 
     m = CANCEL.search(text)
     rest = re.split(r"[,;.!]|\s+-\s+", text[m.end():], maxsplit=1) if m else []
     rest_text = rest[1].strip() if len(rest) > 1 else ""
-    return rest_text if rest_text and (REQUEST.search(rest_text) or IMPERATIVE.search(rest_text)) else ""
+    if not rest_text or CANCEL.search(rest_text):  # "forget it, please cancel this": still giving up
+        return ""
+    return rest_text if REQUEST.search(rest_text) or IMPERATIVE.search(rest_text) else ""
 
 
 def _names_active(text: str, active_about: str) -> bool:
