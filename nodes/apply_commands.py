@@ -36,7 +36,10 @@ def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     frame = top(stack)
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     added: list = []
-    if wf is not None and not kinds & NAVIGATION:
+    # a turn that only navigates gives no values; one that gives up a task for a new request ("never mind
+    # the table, I need a hotel in porto") gives the new task its values
+    navigates = bool(kinds & NAVIGATION) and not (commands and commands[-1].get("command") == "start_flow")
+    if wf is not None and not navigates:
         stack, added = read_turn(stack, wf, res.interpreters[wf.name], state.get("reading") or {}, kinds, env)
     update: dict[str, Any] = {"stack": [{"op": "replace", "stack": stack}]}
     if added:

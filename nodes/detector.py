@@ -83,7 +83,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "",
-                             finished=wf is not None and env.finished(frame))
+                             finished=wf is not None and env.finished(frame), idle=not stack)
     if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, scorer(text))
@@ -100,7 +100,9 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "reading": reading,
         "commands": dumped,
-        "search_query": v.search_query if v.action == "SEARCH" else "",
+        # what the router looks for: the turn's own request ("never mind X, I need a hotel" -> "I need a hotel")
+        "search_query": next((c["query"] for c in dumped if c.get("command") == "start_flow" and c.get("query")),
+                             v.search_query) if v.action == "SEARCH" else "",
         "user_intention": v.user_intention,
         "trace": [{"event": "user", "turn": turn, "text": text, "workflow": active, "decision": decision(dumped),
                    "commands": [c["command"] for c in dumped], "out_of_scope": v.out_of_scope,

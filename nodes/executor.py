@@ -98,8 +98,18 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     cancelled = [c["workflow"] for c in commands if c.get("command") == "cancel_flow"]
     if cancelled and (wf is None or wf.name != cancelled[-1]):
         gone = res.library.workflows.get(cancelled[-1])
-        return {"proposal": pattern_reply(res, "pattern_cancel_flow",
-                                            lower_first(gone.display_name) if gone else humanize(cancelled[-1]))}
+        stopped = pattern_reply(res, "pattern_cancel_flow",
+                                lower_first(gone.display_name) if gone else humanize(cancelled[-1]))
+        if wf is None or "start_flow" not in kinds:
+            return {"proposal": stopped}
+        # given up for a new request in the same turn: say what stopped, then go on with the new task
+        rest = [c for c in state.get("commands") or [] if not (c.get("command") == "cancel_flow" and c.get("turn") == turn)]
+        update = _propose({**state, "commands": rest}, runtime)
+        proposal = update.get("proposal") or {}
+        if proposal.get("kind") == "reply":
+            said = stopped["text"].split(". ")[0].rstrip(".") + "."
+            update = {**update, "proposal": {**proposal, "text": f"{said} {proposal['text']}"}}
+        return update
     if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
         return {"proposal": pattern_reply(res, "pattern_not_understood")}
     if wf is None or frame is None:

@@ -301,6 +301,29 @@ def test_cancellation_stops_the_workflow(ctx):
     assert st["proposal"]["name"] == "pattern_cancel_flow" and "stopped" in st["proposal"]["text"]
 
 
+@pytest.mark.parametrize("text,kinds", [
+    ("stop, I don't want to do this", ["cancel_flow"]), ("let's start over", ["cancel_flow"]),
+    ("operator", ["human_handoff"]), ("this is useless, let me talk to someone", ["human_handoff"]),
+    ("never mind the table, I need a hotel in porto instead", ["cancel_flow", "start_flow"]),
+    ("ok, back to the table booking", []), ("Forget it, please cancel this.", ["cancel_flow"])])
+def test_navigation_said_other_ways(text, kinds):
+    commands = turn_commands(Verdict(action="SEARCH", search_query=text), text, 1, active="book_table",
+                             active_about=f"book_table {BOOK.description}", asked=["guest_name"], stacked=[],
+                             describe={})
+    assert [c.command for c in commands] == kinds
+    if "start_flow" in kinds:  # the request after giving up is what the router looks for
+        assert commands[-1].query == "I need a hotel in porto instead"
+
+
+def test_a_bare_cancel_with_nothing_under_way_starts_nothing():
+    def cmds(text, idle=True):
+        return [c.command for c in turn_commands(Verdict(action="SEARCH", search_query=text), text, 1, active=None,
+                                                 active_about="", asked=[], stacked=[], describe={}, idle=idle)]
+    assert cmds("cancel") == ["chitchat"] and cmds("cancel it please") == ["chitchat"]
+    assert cmds("cancel my order") == ["start_flow"]  # names what to cancel
+    assert cmds("cancel it", idle=False) == ["start_flow"]  # after a task: what it did
+
+
 def test_cancelling_leaves_the_interrupted_workflow_waiting_and_it_can_be_resumed(ctx):
     below = frame(QUIZ, status="interrupted", executed=["ask_number"], slots={"num": 3}, asked=["num"])
     st = node_state([below, frame(executed=["ask_details"])], "cancel that",

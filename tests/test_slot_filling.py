@@ -363,3 +363,128 @@ def test_an_identifier_typed_loosely_is_written_in_its_examples_form():
         {"name": "order_id", "description": "Order number, e.g. ORD-7001"}]})
     for said in ("where is ord 7003?", "ord7003 please", "my order is Ord-7003"):
         assert fill_slots(said, wf).values == {"order_id": "ORD-7003"}, said
+
+
+# --- readings of how people say values (probe round 7) --------------------------------------------
+FREEZE = Workflow.model_validate({
+    "name": "freeze", "description": "Freeze a card.", "domain": "d", "role": "r",
+    "slots": [{"name": "customer_id", "description": "Customer number, e.g. C-1001"},
+              {"name": "pin", "type": "integer", "description": "4-digit PIN"},
+              {"name": "card_last4", "type": "integer", "description": "Last 4 digits of the card"}]})
+
+
+@pytest.mark.parametrize("msg,values", [
+    ("C-1002 1357 card 1180", {"pin": 1357, "card_last4": 1180}),  # "card" labels the number after it
+    ("card 1180 and PIN 1357", {"pin": 1357, "card_last4": 1180}),
+    ("PIN 1357 card ending 1180", {"pin": 1357, "card_last4": 1180})])
+def test_a_label_between_two_numbers_names_the_one_after_it(msg, values):
+    got = fill_slots(msg, FREEZE, pending=["customer_id", "pin", "card_last4"]).values
+    assert {k: got.get(k) for k in values} == values
+
+
+@pytest.mark.parametrize("msg,values", [("for three nights for 2 guests", {"nights": 3, "guests": 2}),
+                                        ("two guests for 5 nights", {"guests": 2, "nights": 5})])
+def test_a_count_said_in_words_keeps_its_unit(msg, values):
+    assert fill_slots(msg, STAY).values == values
+
+
+@pytest.mark.parametrize("msg,size", [("a table for me and my 3 kids", 4), ("for 2 adults and 2 children", 4),
+                                      ("two adults, one child", 3), ("me and my 2 friends", 3)])
+def test_a_party_said_by_its_parts_is_their_sum(msg, size):
+    assert fill(msg).values["party_size"] == size
+
+
+STAY_FROM = Workflow.model_validate({
+    "name": "stay", "description": "Book a stay.", "domain": "d", "role": "r",
+    "slots": [{"name": "check_in", "type": "date", "description": "Arrival date"},
+              {"name": "nights", "type": "integer", "description": "Number of nights"}]})
+TRIP = Workflow.model_validate({
+    "name": "trip", "description": "Book a trip.", "domain": "d", "role": "r",
+    "slots": [{"name": "depart", "type": "date", "description": "Departure date"},
+              {"name": "back", "type": "date", "description": "Return date"}]})
+
+
+def test_a_period_said_by_its_ends_is_a_first_day_and_a_length():
+    assert fill_slots("from the 10th to the 13th of december", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-10", "nights": 3}
+    assert fill_slots("between Dec 30 and Jan 2", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-30", "nights": 3}
+    # two date slots: the first day and the last
+    assert fill_slots("from 2026-12-01 to 2026-12-05", TRIP, today=TODAY).values == \
+        {"depart": "2026-12-01", "back": "2026-12-05"}
+    # "from savings to checking" is no period
+    assert fill_slots("from savings to checking on the 5th", STAY_FROM, today=TODAY).values == {"check_in": "2026-12-05"}
+
+
+@pytest.mark.parametrize("msg,value", [("at 8", "20:00"), ("at 9", "09:00"), ("7.30pm", "19:30"),
+                                       ("seven thirty pm", "19:30"), ("at half seven", "19:30"),
+                                       ("seven in the evening", "19:00"), ("9 in the morning", "09:00"),
+                                       ("at eight o'clock", "20:00"), ("11 at night", "23:00")])
+def test_times_said_other_ways(msg, value):
+    assert find_time(msg)[0] == value
+
+
+def test_a_count_in_words_is_no_time():
+    assert find_time("seven people") is None
+    assert fill("table for seven at 8pm").values == {"party_size": 7, "time": "20:00"}
+
+
+def test_a_quantifier_option_yields_to_an_option_said_as_itself():
+    assert match_enum("any restaurants by the harbour?", ["any", "harbour", "riverside"])[0] == "harbour"
+    assert match_enum("any area is fine", ["any", "harbour", "riverside"])[0] == "any"
+
+
+def test_a_correction_while_another_value_is_asked_corrects_the_value_given():
+    from dialogue.commands import CorrectSlot
+    from dialogue.understanding.slots import slot_commands
+
+    frame = {"slots": {"restaurant": "Luigi's", "party_size": 2}}
+    cmds, _ = slot_commands("oh actually we're 4 now", WF, frame, ["guest_name"], 3)
+    assert [(c.slot, c.value) for c in cmds if isinstance(c, CorrectSlot)] == [("party_size", 4)]
+    # without a correction marker an unlabelled number is no answer to the name question
+    cmds, _ = slot_commands("we're 4", WF, frame, ["guest_name"], 3)
+    assert not [c for c in cmds if c.slot == "party_size"]
+
+
+@pytest.mark.parametrize("text,value", [("dob 12/04/1988", "1988-04-12"), ("on 3/27/2024", "2024-03-27"),
+                                        ("in two days", "2026-11-23"), ("in a week", "2026-11-28")])
+def test_dates_said_other_ways(text, value):
+    assert find_date(text, TODAY)[0] == value
+
+
+def test_a_stay_said_in_weeks_is_its_nights():
+    assert fill_slots("from december 1 for a week", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-01", "nights": 7}
+    assert fill_slots("for two weeks", STAY_FROM, today=TODAY).values == {"nights": 14}
+
+
+@pytest.mark.parametrize("text,value", [("€75.50", 75.5), ("move 1.5k", 1500), ("$1,200 please", 1200),
+                                        ("75,50 euros", 75.5), ("transfer 200", None), ("at 7.30pm", None)])
+def test_amounts_written_as_money(text, value):
+    from dialogue.understanding.slots import find_amount
+
+    found = find_amount(text)
+    assert (found[0] if found else None) == value
+
+
+def test_an_identifiers_digits_after_the_slots_name_take_its_examples_prefix():
+    order = Workflow.model_validate({
+        "name": "track", "description": "Track an order.", "domain": "d", "role": "r",
+        "slots": [{"name": "order_id", "description": "Order number, e.g. ORD-7001"}]})
+    assert fill_slots("where is order 7003?", order).values == {"order_id": "ORD-7003"}
+    assert fill_slots("order no. 7003", order).values == {"order_id": "ORD-7003"}
+    assert fill_slots("I ordered 3 things", order).values == {}
+
+
+def test_a_value_the_user_sets_a_slot_to_is_that_slots():
+    addr = Workflow.model_validate({
+        "name": "move", "description": "Change the address.", "domain": "d", "role": "r",
+        "slots": [{"name": "customer_id", "description": "Customer number, e.g. C-1001"},
+                  {"name": "pin", "type": "integer", "description": "4-digit PIN"},
+                  {"name": "new_address", "description": "Full new postal address"}]})
+    assert fill_slots("update my address to 1 New Road, Northwind NW1 1AA, customer C-1001 pin 4821", addr).values \
+        == {"customer_id": "C-1001", "pin": 4821, "new_address": "1 New Road, Northwind NW1 1AA"}
+
+
+def test_text_me_is_a_text_message():
+    assert match_enum("just text me", ["email", "sms"])[0] == "sms"

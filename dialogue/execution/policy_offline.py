@@ -135,9 +135,12 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
                                        + "?"})
     candidates.append({"kind": "reply", "name": OOW,
                        "text": "I'm sorry, I can't do that right now. Is there anything else I can help with?"})
+    # a question for values is not answered by a yes ("ok" to "the name, please?"): it stands
+    wants_values = act.kind == "ask" and bool(act.slots)
     for c in candidates:
         # a confirmation is answered once: asked again right after a yes, it would loop
-        answered = c.get("text") == last_said and reading.get("yesno") is True and c.get("name") != OOW
+        answered = c.get("text") == last_said and reading.get("yesno") is True and c.get("name") != OOW \
+            and not (wants_values and c is candidates[0])
         if not answered and not any(same(c, r) for r in rejected):
             return c
     return candidates[-1]

@@ -17,11 +17,14 @@ BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:w
                   r"pick up where|where we (?:were|left)|finish(?:ing)? (?:the|my|up|it|that)|"
                   r"now (?:the|my)\b)", re.I)
 CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
-                    r"i changed my mind)\b", re.I)
+                    r"i changed my mind|start (?:over|again|afresh)|(?:don'?t|do not) want to (?:do|continue|go on with|"
+                    r"go ahead with) (?:this|that|it))\b|^\W*stop\b(?!\s+(?:at|by|in|on|near|over)\b)", re.I)
 ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
+_PERSON = r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)"
 HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
                    r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
-                   r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)\b", re.I)
+                   rf"{_PERSON}\b|\b(?:talk|speak) (?:to|with) (?:someone|somebody)\b"
+                   rf"|^\W*(?:(?:an?|the|a real)\s+)?{_PERSON}(?:\s+please)?\W*$", re.I)
 # "What can you help me with?", "what kind of things can you do?", "how can you help?", "/help"
 CAPABILITIES = re.compile(r"\bwhat (?:else )?(?:can|could|do) you (?:do|help(?: me)?(?: with)?|offer)\b|"
                           r"\bwhat (?:kind of |sort of )?(?:things|tasks|services|help) (?:can|do|could) you\b|"
@@ -62,12 +65,13 @@ def reading_of(text: str) -> dict[str, Any]:
 
 def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None, active_about: str,
                   asked: list[str], stacked: list[str], describe: dict[str, str],
-                  finished: bool = False) -> list[Command]:
+                  finished: bool = False, idle: bool = False) -> list[Command]:
     """The turn's commands from the detector's verdict and the navigation markers.
 
     ``active_about``: the active workflow's name and description (a workflow that is itself about
     cancelling reads "cancel" as its task, not as cancelling it); ``finished``: the active workflow's
-    procedure has run to its end (there is nothing left to stop)."""
+    procedure has run to its end (there is nothing left to stop); ``idle``: no task at all in this
+    conversation yet (nothing done that "cancel it" could point at)."""
     if HUMAN.search(text):
         return [HumanHandoff(turn=turn)]
     if CAPABILITIES.search(text):
@@ -79,7 +83,14 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     # over a search the words of the active task would start again; "cancel X" may be a new task, so it
     # only cancels when no search was read (below)
     if active and verdict.action == "SEARCH" and _gives_up(text, active_about):
-        return [CancelFlow(workflow=active, turn=turn)]
+        # "never mind the restaurant, I need a hotel in porto instead": the request after giving up starts
+        instead = _request_after(text)
+        return [CancelFlow(workflow=active, turn=turn)] + ([StartFlow(
+            query=instead, confidence=round(verdict.confidence, 3), turn=turn, source=verdict.policy)] if instead else [])
+    if active and verdict.action == "SEARCH" and BACK.search(text) and _names_active(text, active_about):
+        return []  # "ok, back to the hotel" while booking it: the pending question stands
+    if idle and verdict.action == "SEARCH" and CANCEL.search(text) and not _stems(CANCEL.sub(" ", text)):
+        return [ChitChat(turn=turn)]  # a bare "cancel" with nothing under way: ask what the user means
     if verdict.action == "SEARCH":
         return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,
                           source=verdict.policy)]
@@ -96,6 +107,26 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     if asked and UNSURE.search(text):
         out.append(SkipQuestion(asked=list(asked), turn=turn))
     return out
+
+
+def _request_after(text: str) -> str:
+    """The request a turn makes after giving up the active task ("forget it, I need a hotel instead" ->
+    "I need a hotel instead"): the clauses after the give-up marker's, when they ask for something other
+    than stopping."""
+    from .features import IMPERATIVE, REQUEST
+
+    m = CANCEL.search(text)
+    rest = re.split(r"[,;.!]|\s+-\s+", text[m.end():], maxsplit=1) if m else []
+    rest_text = rest[1].strip() if len(rest) > 1 else ""
+    if not rest_text or CANCEL.search(rest_text):  # "forget it, please cancel this": still giving up
+        return ""
+    return rest_text if REQUEST.search(rest_text) or IMPERATIVE.search(rest_text) else ""
+
+
+def _names_active(text: str, active_about: str) -> bool:
+    """A "back to ..." turn that names nothing but the active task (or nothing at all)."""
+    said = _stems(text)
+    return not said or bool(said & _stems(active_about))
 
 
 def _gives_up(text: str, active_about: str) -> bool:

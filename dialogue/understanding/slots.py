@@ -211,47 +211,68 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
 
 
 # --- typed extractors: each returns (value, span) or None ---------------------------------------
-_TIME = re.compile(r"\b(?:(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s*(?P<ap>a\.?m\.?|p\.?m\.?)|(?P<h2>[01]?\d|2[0-3]):"
+# am/pm, or the part of the day said in words ("seven in the evening", "9 in the morning")
+_AMPM = r"(?P<ap>a\.?m\.?|p\.?m\.?|in the (?:morning|afternoon|evening)|at night)"
+_TIME = re.compile(r"\b(?:(?P<h>[01]?\d|2[0-3])(?:[:.](?P<m>[0-5]\d))?\s*" + _AMPM + r"|(?P<h2>[01]?\d|2[0-3]):"
                    r"(?P<m2>[0-5]\d)|(?:at|@)\s+(?P<h3>1[0-2]|[1-9])(?![:.]?\d|\s*(?:people|persons|guests|of|pm|am|p\.m|a\.m)))\b"
                    r"|\b(?P<noon>noon|midday|midnight)\b", re.I)
 
 
 _HOUR_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
-# "half past seven", "quarter to 8 pm": minutes said in words before an hour
-_SAID_TIME = re.compile(r"\b(?P<part>half|(?:a\s+)?quarter)\s+(?P<rel>past|to)\s+(?P<h>1[0-2]|[1-9]|"
-                        + "|".join(_HOUR_WORDS) + r")\b(?:\s*(?P<ap>a\.?m\.?|p\.?m\.?))?", re.I)
+_HOUR = r"(?P<h>1[0-2]|[1-9]|" + "|".join(_HOUR_WORDS) + r")"
+# "half past seven", "quarter to 8 pm", the British "half seven" (half past): minutes in words before an hour
+_SAID_TIME = re.compile(r"\b(?:(?P<part>half)\s+(?:(?P<rel>past)\s+)?|(?P<quarter>(?:a\s+)?quarter)\s+(?P<qrel>past|to)\s+)"
+                        + _HOUR + r"\b(?:\s*" + _AMPM + ")?", re.I)
+_MINUTE_WORDS = {"o'clock": 0, "oclock": 0, "o clock": 0, "oh five": 5, "ten": 10, "fifteen": 15, "twenty": 20,
+                 "thirty": 30, "forty": 40, "forty five": 45, "forty-five": 45, "fifty": 50}
+# an hour in words with its minutes or the part of the day: "seven thirty pm", "seven in the evening",
+# "at eight o'clock" (a bare "seven" stays a number)
+_WORD_TIME = re.compile(r"\b(?P<at>(?:at|@)\s+)?(?P<hw>" + "|".join(_HOUR_WORDS) + r")(?:[\s-]+(?P<mw>"
+                        + "|".join(sorted(map(re.escape, _MINUTE_WORDS), key=len, reverse=True)) + r"))?\b(?:\s*"
+                        + _AMPM + r")?", re.I)
+
+
+def _clock(h: int, minutes: int, ap: str | None) -> str:
+    """HH:MM of an hour said on a 12-hour clock; without am/pm, business hours: 1..8 are the afternoon
+    and evening ("at 8" books dinner), 9..12 the morning and noon."""
+    if ap:
+        h = (h % 12) + (0 if re.match(r"a\.?m|in the morning", ap, re.I) else 12)
+    elif h <= 8:
+        h += 12
+    return f"{h:02d}:{minutes:02d}"
+
+
+def _hour(word: str) -> int:
+    return int(word) if word.isdigit() else _HOUR_WORDS.index(word.lower()) + 1
 
 
 def _said_time(m: re.Match) -> str:
-    h = int(m.group("h")) if m.group("h").isdigit() else _HOUR_WORDS.index(m.group("h").lower()) + 1
-    minutes = 30 if m.group("part").lower() == "half" else 15
-    if m.group("rel").lower() == "to":
+    h = _hour(m.group("h"))
+    minutes = 30 if m.group("part") else 15
+    if (m.group("qrel") or "").lower() == "to":
         h, minutes = (h - 1) or 12, 60 - minutes
-    if m.group("ap"):
-        h = (h % 12) + (12 if m.group("ap").lower().startswith("p") else 0)
-    elif h <= 7:  # as "at 7": business hours — 1..7 are afternoon/evening
-        h += 12
-    return f"{h:02d}:{minutes:02d}"
+    return _clock(h, minutes, m.group("ap"))
 
 
 def find_time(text: str) -> tuple[str, tuple[int, int]] | None:
     if said := _SAID_TIME.search(text):
         return _said_time(said), said.span()
     m = _TIME.search(text)
+    words = next((w for w in _WORD_TIME.finditer(text) if w.group("ap") or w.group("mw") and (
+        w.group("at") or _MINUTE_WORDS[w.group("mw").lower()] == 0)), None)
+    if words and (not m or words.start() < m.start()):
+        return _clock(_hour(words.group("hw")), _MINUTE_WORDS.get((words.group("mw") or "").lower(), 0),
+                      words.group("ap")), words.span()
     if not m:
         return None
     if m.group("noon"):
         return ("00:00" if m.group("noon").lower() == "midnight" else "12:00"), m.span()
     if m.group("h") is not None:
         h, mi = int(m.group("h")), int(m.group("m") or 0)
-        pm = m.group("ap").lower().startswith("p")
-        h = (h % 12) + (12 if pm else 0)
-    elif m.group("h2") is not None:
-        h, mi = int(m.group("h2")), int(m.group("m2"))
-    else:  # "at 7": business hours — 1..7 are afternoon/evening
-        h, mi = int(m.group("h3")), 0
-        h = h + 12 if h <= 7 else h
-    return f"{h:02d}:{mi:02d}", m.span()
+        return _clock(h, mi, m.group("ap")) if h <= 12 else f"{h:02d}:{mi:02d}", m.span()
+    if m.group("h2") is not None:
+        return f"{int(m.group('h2')):02d}:{m.group('m2')}", m.span()
+    return _clock(int(m.group("h3")), 0, None), m.span()  # "at 7"
 
 
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
@@ -262,6 +283,8 @@ _MONTH_DAY = re.compile(r"(?:\b(" + "|".join(m[:3] for m in MONTHS) + r")[a-z]*\
                         r"(?:,?\s+(?P<year>\d{4})\b)?", re.I)
 # a day of the month alone, said as an ordinal: "on the 6th", "the 21st" (not "the 2nd one" of a list)
 _DAY_ONLY = re.compile(r"\bthe\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+ones?\b)", re.I)
+_NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})[/.](\d{1,2})[/.](\d{4}|\d{2})(?![\d/.]\d)")
+_IN_DAYS = re.compile(r"\bin\s+(an?|\d{1,2}|" + "|".join(list(NUMBER_WORDS)[:21]) + r")\s+(days?|weeks?)\b", re.I)
 _REL = re.compile(r"\b(today|tonight|tomorrow|day after tomorrow|" + "|".join(WEEKDAYS) + r")\b", re.I)
 
 
@@ -269,6 +292,20 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
     today = today or dt.date.today()
     if m := _ISO.search(text):
         return m.group(0), m.span()
+    if m := _NUMERIC_DATE.search(text):  # "12/04/1988": day first, unless the day cannot be one
+        a, b, year = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        day, month = (b, a) if b > 12 >= a else (a, b)
+        year += 0 if year >= 100 else (2000 if 2000 + year <= today.year + 10 else 1900)
+        try:
+            return dt.date(year, month, day).isoformat(), m.span()
+        except ValueError:
+            pass
+    if m := _IN_DAYS.search(text):  # "in two days", "in a week"
+        n = 1 if m.group(1).lower() in ("a", "an") else (int(m.group(1)) if m.group(1).isdigit()
+                                                         else NUMBER_WORDS.get(m.group(1).lower(), 0))
+        if n:
+            return (today + dt.timedelta(days=n * (7 if m.group(2).lower().startswith("week") else 1))).isoformat(), \
+                m.span()
     if m := _MONTH_DAY.search(text):
         mon = m.group(1) or m.group(4)
         day = int(m.group(2) or m.group(3))
@@ -300,6 +337,35 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
         if word == "day after tomorrow":
             return (today + dt.timedelta(days=2)).isoformat(), m.span()
         return word.capitalize(), m.span()  # a weekday stays a weekday: the tools resolve it
+    return None
+
+
+# a stay or period said by its ends: "from the 10th to the 13th of december", "between May 3 and May 5"
+_RANGE = re.compile(r"\b(?:from|between)\s+(?P<a>[\w ,./-]{1,30}?)\s*(?:\s[-–]\s|\bto\b|\buntil\b|\btill\b|\bthrough\b|\band\b)"
+                    r"\s*(?P<b>[\w ,./-]{1,30})", re.I)
+_BARE_DAY = re.compile(r"(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?", re.I)
+
+
+def find_range(text: str, today: dt.date | None = None) -> tuple[dt.date, dt.date, tuple[int, int]] | None:
+    """A period said by its first and last day (start, end, span); the first end may be a bare day that
+    takes the last one's month ("from the 10th to the 13th of december")."""
+    for m in _RANGE.finditer(text):
+        end = find_date(m.group("b"), today)
+        if not end or m.group("b")[:end[1][0]].strip().lower() not in ("", "the") or not _ISO.fullmatch(end[0]):
+            continue
+        last = dt.date.fromisoformat(end[0])
+        first = None
+        if bare := _BARE_DAY.fullmatch(m.group("a").strip()):
+            day = int(bare.group(1))
+            month_start = last.replace(day=1) if day <= last.day else (last.replace(day=1) - dt.timedelta(days=1))
+            try:
+                first = month_start.replace(day=day)
+            except ValueError:
+                continue
+        elif (start := find_date(m.group("a"), today)) and _ISO.fullmatch(start[0]):
+            first = dt.date.fromisoformat(start[0])
+        if first is not None and first < last:
+            return first, last, (m.start(), m.start("b") + end[1][1])
     return None
 
 
@@ -365,6 +431,36 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
     return sorted(out, key=lambda f: f[1])
 
 
+# A party said by its parts: "2 adults and 2 children", "me and my 3 kids" (the speaker counts too)
+_PERSON_NOUN = r"(?:adult|grown-?up|child(?:ren)?|kid|teen(?:ager)?|infant|bab(?:y|ie)|toddler|friend|colleague|guest" \
+               r"|person|people)s?"
+_COUNTED = re.compile(r"(?<![\w:./-])(\d+|" + "|".join(sorted((re.escape(w) for w in NUMBER_WORDS), key=len, reverse=True))
+                      + rf")\s+(?:(?:of\s+)?(?:my|our|their)\s+)?(?:[a-z]+\s+)?{_PERSON_NOUN}\b", re.I)
+_AND = re.compile(r"\s*(?:,|\band\b|\bplus\b|\bwith\b|[+&])\s*(?:(?:and|my|our)\s+)*$", re.I)
+_ME_AND = re.compile(r"\b(?:me|myself|i)\s+(?:and|with|plus|\+|&)\s+(?:(?:my|our)\s+)?$", re.I)
+
+
+def find_party(text: str) -> tuple[int, tuple[int, int]] | None:
+    """The size of a party said by its parts (value, span): counts of people joined by "and", plus the
+    speaker when they say "me and ...".  None for a single count (``find_int`` reads those)."""
+    counted = list(_COUNTED.finditer(text))
+    runs: list[list[re.Match]] = []
+    for m in counted:
+        if runs and _AND.fullmatch(text[runs[-1][-1].end():m.start()]):
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    for run in runs:
+        total = sum(int(m.group(1)) if m.group(1).isdigit() else NUMBER_WORDS[m.group(1).lower()] for m in run)
+        start = run[0].start()
+        if me := _ME_AND.search(text[:start]):
+            total, start = total + 1, me.start()
+        elif len(run) < 2:
+            continue
+        return total, (start, run[-1].end())
+    return None
+
+
 def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int], bool] | None:
     """The number a count slot most likely means: the first one said as a count of people, else the first;
     ``fits`` (value -> bool) keeps only the numbers the slot can hold.  (value, span, said as a count)."""
@@ -386,7 +482,6 @@ ORDER_ID = re.compile(r"\b(?=[A-Z0-9-]*\d)[A-Z]{1,4}-?\d{3,}\b|\b\d{5,}\b")
 
 
 _CUE_STOP = STOPWORDS | {"number", "e", "g"}  # words of a slot description that cue no number
-_NUM = re.compile(r"(?<![\w:./-])\d+(?![\w:/-]|[.,]\d)")  # a stand-alone number, as in _INT
 
 
 def number_cues(slot: Slot) -> set[str]:
@@ -399,23 +494,36 @@ def number_cues(slot: Slot) -> set[str]:
 
 
 def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = None
-                ) -> dict[str, tuple[int, tuple[int, int]]]:
-    """Numbers assigned to slots by the words just before them or the one just after ("3 nights"); each
-    number to at most one slot, and only to a slot whose constraints it meets."""
+                ) -> dict[str, tuple[int | str, tuple[int, int]]]:
+    """Numbers (digits or words) assigned to slots by the words that name them: a label between the
+    number and the one before it ("PIN is 4821") or a unit just after it ("3 nights"); each number to at
+    most one slot, and only to a slot whose constraints it meets.  A word between two numbers names one
+    of them: the unit of the first when the second has a unit of its own ("three nights for 2 guests"),
+    else the label of the second ("1357 card 1180": the card's digits, and an unlabelled PIN)."""
+    cues = {s.name: number_cues(s) for s in slots}
+    known = set().union(*cues.values()) if cues else set()
+
+    def cued(word: str, names: set[str]) -> bool:
+        return word in names or (word.endswith("s") and word[:-1] in names)
+
+    nums = [(value, span) for value, span, _ in find_ints(text)]
+    units: list[tuple[str, int] | None] = []  # the word just after each number, when it names numbers
+    for _, (_, b) in nums:
+        m = re.match(r"\s*([a-z]+)", text[b:b + 20].lower())
+        units.append((m.group(1), b + m.end()) if m and cued(m.group(1), known) else None)
+    for i in range(len(nums) - 1):
+        if units[i] and units[i + 1] is None and not text[units[i][1]:nums[i + 1][1][0]].strip(" ,;:"):
+            units[i] = None  # the word leads into the next number: its label
     scored = []
-    for m in _NUM.finditer(text):
-        before = re.findall(r"[a-z]+", text[max(0, m.start() - 40):m.start()].lower())[-4:]
-        before += re.findall(r"^\s*([a-z]+)", text[m.end():m.end() + 20].lower())
-        tok = m.group(0)  # "0456" keeps its leading zero (card digits, PINs)
-        value = tok if tok.startswith("0") and len(tok) > 1 else int(tok)
+    for i, (value, (a, b)) in enumerate(nums):
+        start = (units[i - 1] or (None, nums[i - 1][1][1]))[1] if i else 0
+        words = re.findall(r"[a-z]+", text[max(start, a - 40):a].lower())[-4:] + ([units[i][0]] if units[i] else [])
         for s in slots:
             if fits and s.name in fits and not fits[s.name].ok(value):
                 continue
-            cues = number_cues(s)
-            hits = sum(1 for i, w in enumerate(before) if w in cues or (w.endswith("s") and w[:-1] in cues))
-            if hits:
-                scored.append((hits, -(m.start()), s.name, value, m.span()))
-    out: dict[str, tuple[int, tuple[int, int]]] = {}
+            if hits := sum(1 for w in words if cued(w, cues[s.name])):
+                scored.append((hits, -a, s.name, value, (a, b)))
+    out: dict[str, tuple[int | str, tuple[int, int]]] = {}
     used: set[tuple[int, int]] = set()
     for hits, _, name, value, span in sorted(scored, reverse=True):
         if name not in out and span not in used:
@@ -436,6 +544,7 @@ ENUM_LEXICON = {
     "lost": {"lose", "lost", "misplaced"},
     "compromised": {"compromised", "skimmed", "hacked", "cloned"},
     "mind": {"mind"},
+    "sms": {"text", "texts", "texting"},  # "text me": a text message
 }
 
 
@@ -465,6 +574,9 @@ def other_direction_blanked(text: str, slot: Slot) -> str:
     return "".join(chars)
 
 
+_QUANTIFIERS = frozenset({"any", "all", "both", "either", "every", "none", "some"})
+
+
 def match_enum(text: str, options: list[str], *, whole: bool = False,
                today: dt.date | None = None) -> tuple[str, float] | None:
     """Best enum option mentioned in ``text``: exact phrase, normalised time/number, token overlap or difflib."""
@@ -485,7 +597,9 @@ def match_enum(text: str, options: list[str], *, whole: bool = False,
             continue
         score = 0.0
         if f" {o} " in low:
-            score = 1.0
+            # a quantifier option said before a noun ("any french restaurants by the harbour") qualifies
+            # the noun: it yields to an option said as itself
+            score = 0.6 if o in _QUANTIFIERS and re.search(rf" {o} [a-z]", low) else 1.0
         else:
             o_time = find_time(opt)
             if t_time and o_time and t_time[0] == o_time[0]:
@@ -531,6 +645,28 @@ def clean_free_text(text: str) -> str:
     return t
 
 
+def _length_slots(workflow: Workflow, kinds: dict[str, str]) -> list[str]:
+    """The count slots that hold a length of time in nights or days (a stay, a rental)."""
+    return [s.name for s in workflow.slots if kinds[s.name] == "integer"
+            and re.search(r"\b(?:nights?|days?)\b", f"{s.name} {s.description}".replace("_", " "), re.I)]
+
+
+_WEEKS = re.compile(r"\bfor\s+(an?|\d|one|two|three|four)\s+(weeks?|fortnight)\b", re.I)
+# an amount written as money: a currency sign, cents or a thousands "k" ("€75.50", "1.5k", "$1,200")
+_AMOUNT = re.compile(r"(?<![\w:.,/-])(?P<cur>[€$£]\s?)?(?P<n>\d{1,3}(?:,\d{3})+|\d+)(?P<dec>[.,]\d+)?(?:\s?(?P<k>k)\b)?"
+                     r"(?![\w:/-]|[.,]\d)", re.I)
+
+
+def find_amount(text: str) -> tuple[int | float, tuple[int, int]] | None:
+    """The first number written as money (value, span); a plain number is not (``find_int`` reads it)."""
+    for m in _AMOUNT.finditer(text):
+        if not (m.group("cur") or m.group("dec") or m.group("k") or "," in m.group("n")):
+            continue
+        value = float(m.group("n").replace(",", "") + (m.group("dec") or "").replace(",", ".")) * (1000 if m.group("k") else 1)
+        return (int(value) if value.is_integer() else round(value, 2)), m.span()
+    return None
+
+
 def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = None,
                last_items: list[Any] | None = None, today: dt.date | None = None) -> Filled:
     """Slot values found in ``message``; ``pending`` are the slots the agent just asked for."""
@@ -566,6 +702,27 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         out.set(pending[0], _item_value(pick, pending[0]), 0.85)
     for kind in ("email", "phone", "id", "datetime", "time", "date", "enum", "person", "integer", "number",
                  "boolean"):
+        if kind == "date" and (period := find_range(rest(), today)):
+            # the first date slot takes the first day; a second date slot the last, else a count of nights/days
+            dates = [s.name for s in workflow.slots if kinds[s.name] == "date"]
+            counts = _length_slots(workflow, kinds)
+            if dates and dates[0] not in out.values:
+                out.set(dates[0], period[0].isoformat(), 0.9)
+                if len(dates) > 1:
+                    out.set(dates[1], period[1].isoformat(), 0.9)
+                elif counts:
+                    out.set(counts[0], (period[1] - period[0]).days, 0.9)
+                take(period[2])
+        if kind == "integer" and (weeks := _WEEKS.search(rest())) and (counts := [
+                n for n in _length_slots(workflow, kinds) if n not in out.values]):
+            n = weeks.group(1).lower()  # "for a week", "for two weeks", "a fortnight"
+            n = 1 if n in ("a", "an") else int(n) if n.isdigit() else NUMBER_WORDS.get(n, 1)
+            out.set(counts[0], n * (14 if weeks.group(2).lower() == "fortnight" else 7), 0.9), take(weeks.span())
+        if kind == "integer" and (party := find_party(rest())):
+            people = [s.name for s in slots if kinds[s.name] == kind and s.name not in out.values
+                      and _STRONG.search(f"{s.name} {s.description}")]
+            if people:
+                out.set(people[0], party[0], 0.9), take(party[1])
         if kind in ("integer", "number"):  # numbers named by the words before them go first ("PIN is 4821")
             num_slots = [s for s in slots if kinds[s.name] == kind and s.name not in out.values]
             for name, (value, span) in cue_numbers(rest(), num_slots, fits).items():
@@ -583,7 +740,7 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 out.set(s.name, re.sub(r"[^\d+]", "", m.group(0)), 0.9), take(m.span())
             elif kind == "id" and (m := find_id(src, s.name, fits)):
                 out.set(s.name, in_form(m.group(0), fits[s.name]), 0.9), take(m.span())
-            elif kind == "id" and (loose := loose_id(src, fits[s.name])):
+            elif kind == "id" and (loose := loose_id(src, fits[s.name], s)):
                 out.set(s.name, loose[0], 0.85), take(loose[1])
             elif kind == "datetime":
                 d, t = find_date(src, today), find_time(src)
@@ -605,6 +762,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                         take((pos, pos + len(hit[0])))
             elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
+            elif kind == "number" and (amount := find_amount(src)) and fits[s.name].ok(amount[0]):
+                out.set(s.name, amount[0], 0.9 if is_pending else 0.8), take(amount[1])
             elif kind in ("integer", "number") and (n := find_int(src, fits[s.name].ok)):
                 # a count of people goes to the slot that counts people, when there is one
                 people = [o.name for o in slots if kinds[o.name] == "integer" and o.name not in out.values
@@ -631,7 +790,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
     # location: ...", "the meeting reason is ..."), several in one message
     for name, (value, span) in labelled_values(rest(), [s for s in slots if s.name not in out.values
                                                         and kinds[s.name] in ("string", "person", "id")]).items():
-        if fits_slot(value, name, fits, whole=kinds[name] == "id"):
+        # without the trailing parts other values and their labels leave ("..., customer C-1001 pin 4821")
+        value = _labels_dropped(value, workflow, name) if kinds[name] == "string" else value
+        if value and fits_slot(value, name, fits, whole=kinds[name] == "id"):
             out.set(name, value, 0.8), take(span)
     # a proper name for an unfilled name-like string slot ("at Luigi's")
     for s in slots:
@@ -695,9 +856,17 @@ def in_form(value: str, fit: SlotFit) -> str:
     return next((p + value[len(p):] for p in fit.prefixes if value[:len(p)].lower() == p.lower()), value)
 
 
-def loose_id(text: str, fit: SlotFit) -> tuple[str, tuple[int, int]] | None:
-    """An identifier typed loosely — other case, a space or no separator ("ord 7003", "ord7003") — written
-    in its examples' form ("ORD-7003")."""
+def loose_id(text: str, fit: SlotFit, slot: Slot | None = None) -> tuple[str, tuple[int, int]] | None:
+    """An identifier typed loosely — other case, a space or no separator ("ord 7003", "ord7003"), or its
+    digits after the slot's own name ("order 7003", "booking no. 1007") — written in its examples' form
+    ("ORD-7003")."""
+    names = [w for w in re.findall(r"[a-z]+", slot.name.lower()) if w not in ("id", "number", "no", "ref", "code")] \
+        if slot is not None else []
+    if names and len(fit.prefixes) == 1 and (
+            m := re.search(rf"\b(?:{'|'.join(names)})\s+(?:(?:number|no\.?|num|#)\s*)?#?(\d+)\b", text, re.I)):
+        value = fit.prefixes[0] + m.group(1)
+        if fit.ok(value):
+            return value, m.span()
     for prefix in fit.prefixes:
         letters = prefix.rstrip("-_")
         if len(letters) < 2:
@@ -739,6 +908,10 @@ def labelled_values(text: str, slots: list[Slot]) -> dict[str, tuple[str, tuple[
         for lab in slot_labels(s):
             for m in re.finditer(rf"\b(?:the |my )?{re.escape(lab)}\s*(?::|\bis\b|=)\s*", text, re.I):
                 marks.append((m.start(), m.end(), s.name))
+        # "update my address to ...", "change the email to ...": the slot's head noun set to a value
+        head = re.escape(s.name.split("_")[-1].lower())
+        for m in re.finditer(rf"\b(?:update|change|set|switch)\s+(?:my|the|our)\s+{head}\s+to\s+", text, re.I):
+            marks.append((m.start(), m.end(), s.name))
     marks.sort()
     out: dict[str, tuple[str, tuple[int, int]]] = {}
     for i, (start, end, name) in enumerate(marks):
@@ -790,6 +963,16 @@ def strip_label(text: str, slot: Slot | None) -> str:
         else:
             break
     return text[cut:].strip(" :,.-") if named and text[cut:].strip(" :,.-") else text
+
+
+def _labels_dropped(value: str, workflow: Workflow, slot: str) -> str:
+    """``value`` without its trailing comma parts that hold only other slots' labels and filler (their
+    values already taken out)."""
+    junk = set().union(*(label_words(s) for s in workflow.slots if s.name != slot)) | _FILLER_WORDS
+    parts = re.split(r"(?=[;,])", value)
+    while len(parts) > 1 and all(t in junk for t in _tokens(parts[-1])):
+        parts.pop()
+    return "".join(parts).strip(" ,;")
 
 
 def remainder(text: str, workflow: Workflow, slot: str) -> str:
@@ -860,6 +1043,13 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
     pending = [] if skip_free_text else asked
     found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame), today=today)
     slots = frame.get("slots") or {}
+    if pending and CORRECTION.search(message) and not any(n in found.values for n in pending):
+        # "oh actually we're 4 now" while the name is asked: the correction is of a value already given,
+        # read as if nothing were asked (an unlabelled number may then be that value)
+        again = fill_slots(message, workflow, last_items=last_items(frame), today=today)
+        for name, value in again.values.items():
+            if slots.get(name) not in (None, "") and name not in found.values:
+                found.set(name, value, again.confidence[name])
     # a question for information ("what time do you close tonight?") changes no value the user gave;
     # "what about 8pm?" / "can we do tonight instead?" propose one
     inquiry = bool(WH_QUESTION.match(message.strip())) and "?" in message
