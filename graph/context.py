@@ -147,8 +147,8 @@ class Context:
     # SGD/STAR train by `flowdesk train scope`) is answered with what the desk covers instead of starting
     # the nearest workflow ("tell me a joke" once started a balance check).
     scope_gate: bool = field(default=True, metadata={
-        "description": "With no active workflow, turn away requests the library does not serve (the bundled scope "
-                       "model) instead of starting the nearest workflow."})
+        "description": "With no active workflow and the offline detector, turn away requests the library does not "
+                       "serve (the bundled scope model) instead of starting the nearest workflow."})
     switch_model: str = field(default="", metadata={
         "description": "The switch ranker's weights file ('' = the bundled dialogue/understanding/switch_model.json)."})
     clarify_margin: float = field(default=0.0, metadata={

@@ -24,7 +24,7 @@ from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_t
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
 from dialogue.understanding.scope import load_scope, scope_features
 from graph.context import Context
-from graph.resources import get_resources
+from graph.resources import get_resources, model_for
 from graph.state import State, active_workflow, search_query_of
 
 
@@ -108,7 +108,9 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     candidates = candidates[:ctx.top_k]
     turn = int(state.get("turn") or 0)
     options = too_close(candidates, ctx.clarify_margin)
-    if candidates and ctx.scope_gate and not served(state, res):
+    # the gate was fitted to the offline reading; an LLM detector's SEARCH is its own judgement of scope
+    llm_detector = ctx.detector_mode != "offline" and model_for(ctx, "detector") is not None
+    if candidates and ctx.scope_gate and not llm_detector and not served(state, res):
         return {"candidates": candidates, "commands": dump([OutOfScope(turn=turn)])}
     if options:
         commands = [Clarify(options=options, turn=turn)]
