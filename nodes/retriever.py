@@ -45,10 +45,11 @@ def _with_prior(state: State, library, candidates: list[dict]) -> list[dict]:
     return [{**by_name[name], "score": round(score, 6)} for name, score in ranking]
 
 
-def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict], route: dict | None
-             ) -> tuple[list[dict], dict[str, float]]:
+def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict], route: dict | None,
+             frame: dict | None) -> tuple[list[dict], dict[str, float]]:
     """The candidates in the learned ranker's order (score = its logit) and the pick's belief.  Its
-    lexical and dense evidence comes from the same routed pool (a hierarchical route still holds)."""
+    lexical and dense evidence comes from the same routed pool (a hierarchical route still holds);
+    ``frame``: the open frame (a settled one counts as seen, not active)."""
     ranker = load_ranker(ctx.switch_model)
     if ranker is None:
         return candidates, {}
@@ -60,7 +61,6 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     ev = evidence(text, agent, [(c["workflow"], float(c["score"])) for c in candidates], lexical, dense)
     stack = state.get("stack") or []
     seen = [f["workflow"] for f in stack]
-    frame = open_frame(stack, make_env(0, res.library.workflows, res.interpreters))  # settled: seen, not active
     active = frame["workflow"] if frame else None
     # The active workflow and its pick's alternatives compete too (a search may find the same task).
     extra = ([active] if active else []) + list((frame.get("belief") or {}) if frame else [])
@@ -75,11 +75,11 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
 
 
 def served(state: State, res) -> bool:
-    """Does the library serve the turn at all?  Asked only with no open workflow (a search from inside one
-    was decided by the detector); False only when the scope gate (``dialogue.understanding.scope``) says
-    the turn is far from every workflow."""
+    """Does the library serve a turn with no open workflow at all (a search from inside one was decided by
+    the detector)?  False only when the scope gate (``dialogue.understanding.scope``) says the turn is far
+    from every workflow."""
     gate = load_scope()
-    if gate is None or open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters)):
+    if gate is None:
         return True
     # the user's own words, as the gate was fitted (the self-generated query may add the agent's words)
     text = split_history(state.get("messages") or [])[0] or search_query_of(state)
@@ -101,8 +101,9 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                                       representation=ctx.representation, top_k=depth, fusion=ctx.fusion,
                                       route=route or None)
     belief: dict[str, float] = {}
+    frame = open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters))
     if ctx.ranker and candidates:
-        candidates, belief = _learned(state, ctx, res, query, candidates, route or None)
+        candidates, belief = _learned(state, ctx, res, query, candidates, route or None, frame)
     elif ctx.context_prior and candidates:
         candidates = _with_prior(state, res.library, candidates)
     candidates = candidates[:ctx.top_k]
@@ -110,7 +111,7 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     options = too_close(candidates, ctx.clarify_margin)
     # the gate was fitted to the offline reading; an LLM detector's SEARCH is its own judgement of scope
     llm_detector = ctx.detector_mode != "offline" and model_for(ctx, "detector") is not None
-    if candidates and ctx.scope_gate and not llm_detector and not served(state, res):
+    if candidates and frame is None and ctx.scope_gate and not llm_detector and not served(state, res):
         return {"candidates": candidates, "commands": dump([OutOfScope(turn=turn)])}
     if options:
         commands = [Clarify(options=options, turn=turn)]
