@@ -23,7 +23,7 @@ from dialogue.frames import fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
 from graph.state import State, given_slots, turn_commands
-from workflows.text import humanize, lower_first, render_value
+from workflows.text import humanize, lower_first, render_value, sentences
 
 
 def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
@@ -107,7 +107,7 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update = _propose({**state, "commands": rest}, runtime)
         proposal = update.get("proposal") or {}
         if proposal.get("kind") == "reply":
-            said = stopped["text"].split(". ")[0].rstrip(".") + "."
+            said = sentences(stopped["text"])[0]  # "Okay, I've stopped …." without its "anything else?"
             update = {**update, "proposal": {**proposal, "text": f"{said} {proposal['text']}"}}
         return update
     if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
