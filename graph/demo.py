@@ -27,6 +27,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.rule import Rule
 
+from memory.ledger import LEDGER_FILE, close_shared_ledgers
+
 from .chat import TurnResult, interrupt_question, print_trace, run_turn
 from .context import Context
 from .state import active_workflow
@@ -212,8 +214,12 @@ def run_demo(workdir: str | None = None, stats: bool = False, trace: bool = Fals
     else:
         root = Path(workdir or DEFAULT_WORKDIR)
         root.mkdir(parents=True, exist_ok=True)
-        # The scripted thread and the demo database start fresh; the retrieval store is reused.
-        for name in ("checkpoints.sqlite", "demo.sqlite"):
+        # The scripted thread and the demo database start fresh; the retrieval store is reused.  The tool-call
+        # ledger goes with the checkpoints it belongs to: kept, the earlier run's calls were reported as
+        # "went through before we were cut off" in the next one.  The process's open ledgers are closed
+        # first (the demo owns its process): an open one would keep writing to the deleted file.
+        close_shared_ledgers()
+        for name in ("checkpoints.sqlite", LEDGER_FILE, "demo.sqlite"):
             for suffix in ("", "-wal", "-shm"):
                 (root / f"{name}{suffix}").unlink(missing_ok=True)
     console.print(Panel("flowdesk demo — the offline agent on the bundled Northwind service desk\n"

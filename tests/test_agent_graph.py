@@ -180,6 +180,8 @@ def test_demo_passes_and_fails_honestly(agent_context, tmp_path, monkeypatch):
     copy_store(agent_context, tmp_path / "store")
     quiet = Console(file=open("/dev/null", "w"))
     assert demo.run_demo(workdir=str(tmp_path), stats=True, console=quiet) == 0
+    # run again in the same directory (`make run` twice): the thread starts fresh, its old ledger with it
+    assert demo.run_demo(workdir=str(tmp_path), console=quiet) == 0
     wrong = demo.Step("Hi! Can you find me an Italian restaurant in the old town?", "wrong on purpose",
                       workflow="book_table")
     monkeypatch.setattr(demo, "script", lambda: [wrong])
