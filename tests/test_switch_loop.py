@@ -403,3 +403,28 @@ def test_the_pick_model_never_reads_what_the_turn_says_of_a_candidate_against_it
     covered = base.copy()
     covered[:, PICK_FEATURES.index("slot_share")] = 1.0
     assert (booster.predict(covered) >= booster.predict(base) - 1e-9).all()
+
+
+def test_the_pick_model_reads_retrieval_relative_to_the_library():
+    """A library whose cosines all sit lower (a small desk) gives the pick model the same dense and BM25
+    evidence as one whose cosines sit higher: z-scores over the candidate rankings, no raw cosine."""
+    from dialogue.understanding.ranker import PICK_FEATURES, evidence, features
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    names = ["refund_order", "return_item", "cancel_order", "track_order"]
+    dense = [0.57, 0.52, 0.42, 0.30]
+    lex = [9.0, 6.0, 2.0, 1.0]
+
+    def row(scale: float, shift: float, name: str) -> dict[str, float]:
+        ev = evidence("I would like a refund", "", list(zip(names, dense)), list(zip(names, [scale * s for s in lex])),
+                      list(zip(names, [scale * s + shift for s in dense])))
+        return features(name, ev, lib, None, [])
+
+    assert "den_raw" not in PICK_FEATURES and {"den_z", "lex_z"} <= set(PICK_FEATURES)
+    for name in names:
+        high, low = row(1.0, 0.0, name), row(0.5, -0.2, name)
+        assert high["den_raw"] != low["den_raw"]
+        assert abs(high["den_z"] - low["den_z"]) < 1e-9 and abs(high["lex_z"] - low["lex_z"]) < 1e-9
+    assert row(1.0, 0.0, "refund_order")["den_z"] > row(1.0, 0.0, "track_order")["den_z"]
+    assert row(1.0, 0.0, "refund_order")["den_gap"] == 0.0 > row(1.0, 0.0, "return_item")["den_gap"]
