@@ -17,11 +17,12 @@ The weights are a logistic regression fitted on the training splits only (SGD tr
 A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
 detector stays on: there the evidence is an answer and the agent's question, not a request, and the
 slot words, enum values and offers weigh differently than at a search.
-A pick model (``ranker.pick``: LightGBM lambdarank over the same features, monotone in what the turn
+The pick model (``ranker.pick``: LightGBM lambdarank over ``PICK_FEATURES``, monotone in what the turn
 says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
 chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
-(``Ranker.picker``); the bundled model has none (the blend lost a conversation test and FlowBench sessions,
-``reports/switch-train-pick``).
+(``Ranker.picker``).  It reads retrieval relative to the library (z-scores over the candidate rankings),
+never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries misread a small
+desk's and FlowBench's (``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
@@ -50,13 +51,13 @@ FEATURES = (
     # graded overlap (used by the gradient-boosted pick model; the linear weights leave them at 0)
     "enum_count", "slot_share", "name_share", "agent_slot_share",
 )
-# Library-relative retrieval evidence, for the pick model only: a raw cosine's scale depends on the library
-# (a small desk's best match scores lower than an SGD service's), so trees cut on it do not carry to another
-# library.  The gap to the best candidate and z-scores over the candidate rankings do.
-RELATIVE = ("den_gap", "den_z", "lex_z")
+# Library-relative retrieval evidence, for the pick model only: a cosine's scale depends on the library
+# (a small desk's or FlowBench's best match scores lower than an SGD service's), so trees cut on a raw
+# cosine or on a cosine difference do not carry to another library; z-scores over the candidate rankings do.
+RELATIVE = ("den_z", "lex_z")
 ROW_FEATURES = FEATURES + RELATIVE  # the columns of a training row (``evals.switch_train.training_rows``)
-# The pick model's columns: every feature but the raw cosine, plus the relative ones.
-PICK_FEATURES = tuple(k for k in FEATURES if k != "den_raw") + RELATIVE
+# The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
+PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,6 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
         f["den_raw"] = float(raw) if raw is not None else float(ev.dense[-1][1])
         other = next((s for n, s in ev.dense if n != name), top)
         f["den_margin"] = (f["den_raw"] - other) if raw is not None else -1.0
-        f["den_gap"] = f["den_raw"] - top
         f["den_z"] = _z(ev.dense, f["den_raw"])
     if ev.lexical:  # a candidate outside BM25's list scores as its last
         f["lex_z"] = _z(ev.lexical, next((s for n, s in ev.lexical if n == name), ev.lexical[-1][1]))
