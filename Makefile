@@ -67,12 +67,10 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval experience --seeds 2 --out reports/experience
 
 # Refit the switch ranker/detector on SGD train + STAR train and choose the switching configuration
-# there (closed loop); writes dialogue/understanding/switch_model.json and reports/switch-train.  The pick
-# model (reports/switch-train-pick) is fitted into it last.  The scope
+# there (closed loop); writes dialogue/understanding/switch_model.json and reports/switch-train.  The scope
 # gate (dialogue/understanding/scope_model.json, reports/scope-train) is fitted on the same splits.
 train: $(STAMP)
 	$(BIN)/flowdesk train switch --data $(DATA) --out reports/switch-train
-	$(BIN)/flowdesk train switch --pick-only --no-reviser --data $(DATA) --out reports/switch-train
 	$(BIN)/flowdesk train scope --data $(DATA) --report reports/scope-train
 
 bench: $(STAMP)

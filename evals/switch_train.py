@@ -26,8 +26,9 @@ switching configuration there, closed loop.
    on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on
    folds leaving whole services out (``blend_folds``) and monotone in what the turn says of a candidate
    (``PICK_MONOTONE``), over ``ranker.PICK_FEATURES`` (retrieval relative to the library, no raw cosine),
-   written as ``ranker.pick``.  ``make train`` fits it last with ``--no-reviser``: the bundled reviser was
-   fitted on the linear ranker's picks and measured with the pick model in place.
+   written as ``ranker.pick``; opt-in (the bundled model has none, ``reports/switch-train-pick`` says why).
+   Fitted after the reviser (``--pick-only --no-reviser``), it was measured with the reviser fitted on the
+   linear ranker's picks.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -432,7 +433,6 @@ def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
     (every ``PICK_HOLDOUT``-th dialogue, against a logistic regression fitted on the same rows), the
     booster's share chosen on folds that leave services out (``blend_folds``), then the model on all rows."""
     import lightgbm as lgb
-    import numpy as np
 
     train_part = _stack(rows, lambda i: i % PICK_HOLDOUT)
     test_part = _stack(rows, lambda i: not i % PICK_HOLDOUT)
@@ -690,8 +690,8 @@ def train_command(
     star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
     reviser: bool = typer.Option(True, help="Then fit the reviser on closed-loop traces (reports/switch-train-reviser)."),
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
-    pick_only: bool = typer.Option(False, help="Only fit the pick model into the model as it is (then the "
-                                               "reviser, unless --no-reviser; `make train` runs it after the rest)."),
+    pick_only: bool = typer.Option(False, help="Only fit the pick model, which the default has none of (then the "
+                                               "reviser, unless --no-reviser)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
@@ -706,7 +706,7 @@ def train_command(
     if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
-    if pick_only:  # after the ranker and the reviser (`make train`): the bundled reviser was fitted on linear picks
+    if pick_only:  # opt-in: the bundled default has no pick model (reports/switch-train-pick says why)
         p = train_pick(data, path, pick_sgd_every, pick_star_every, Path(".flowdesk/eval"))
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")

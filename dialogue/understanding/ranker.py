@@ -22,7 +22,9 @@ says of a candidate, ``flowdesk train switch --pick-only``), blended with the li
 chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
 (``Ranker.picker``).  It reads retrieval relative to the library (z-scores over the candidate rankings),
 never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries misread a small
-desk's and FlowBench's (``reports/switch-train-pick``).
+desk's and FlowBench's.  The bundled model has none: every variant measured lost one gate — with the cosine
+a conversation test, with cosine differences FlowBench sessions, with z-scores only the compliance eval's
+intent switches (``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
