@@ -25,8 +25,10 @@ switching configuration there, closed loop.
 5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
    on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on
    folds leaving whole services out (``blend_folds``) and monotone in what the turn says of a candidate
-   (``PICK_MONOTONE``), written as ``ranker.pick``; it runs before the reviser, whose rows depend on the
-   picks.
+   (``PICK_MONOTONE``), over ``ranker.PICK_FEATURES`` (retrieval relative to the library, no raw cosine),
+   written as ``ranker.pick``; opt-in (the bundled model has none, ``reports/switch-train-pick`` says why).
+   Fitted after the reviser (``--pick-only --no-reviser``), it was measured with the reviser fitted on the
+   linear ranker's picks.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -65,7 +67,7 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
 
     from dialogue.understanding.features import split_history
     from dialogue.understanding.policy_llm import decide
-    from dialogue.understanding.ranker import DEPTH, FEATURES, candidates, evidence, features
+    from dialogue.understanding.ranker import DEPTH, ROW_FEATURES, candidates, evidence, features
     from graph.resources import get_resources
     from nodes.detector import retriever_scorer
 
@@ -115,7 +117,7 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
                 if turn.gold in names:
                     for n in names:
                         f = features(n, ev, library, active, ctx_seen)
-                        X.append([f[k] for k in FEATURES])
+                        X.append([f[k] for k in ROW_FEATURES])
                         y.append(int(n == turn.gold))
                         groups.append(group)
                     group += 1
@@ -147,6 +149,17 @@ def _verify_rows(rows: list, msgs, score, library, gold: str, active: str, seen:
         rows.append(([f[k] for k in FEATURES], int(n == gold), group))
 
 
+def _columns(X, names) -> Any:
+    """The columns ``names`` of rows laid out as ``FEATURES`` (the verifier's) or ``ROW_FEATURES``."""
+    import numpy as np
+
+    from dialogue.understanding.ranker import FEATURES, ROW_FEATURES
+
+    X = np.asarray(X, dtype=float)
+    layout = FEATURES if X.shape[1] == len(FEATURES) else ROW_FEATURES
+    return X[:, [layout.index(k) for k in names]]
+
+
 def fit(X, y, C: float = 1.0) -> dict[str, Any]:
     import numpy as np
     from sklearn.linear_model import LogisticRegression
@@ -154,7 +167,7 @@ def fit(X, y, C: float = 1.0) -> dict[str, Any]:
     from dialogue.understanding.ranker import FEATURES
 
     model = LogisticRegression(C=C, max_iter=2000)
-    model.fit(np.asarray(X, dtype=float), np.asarray(y))
+    model.fit(_columns(X, FEATURES), np.asarray(y))
     return {"weights": {k: round(float(w), 5) for k, w in zip(FEATURES, model.coef_[0])},
             "bias": round(float(model.intercept_[0]), 5)}
 
@@ -204,16 +217,16 @@ def fit_pick(X, y, groups) -> dict[str, Any]:
     import lightgbm as lgb
     import numpy as np
 
-    from dialogue.understanding.ranker import FEATURES
+    from dialogue.understanding.ranker import PICK_FEATURES
 
     groups = np.asarray(groups)
     order = np.argsort(groups, kind="stable")
     _, sizes = np.unique(groups[order], return_counts=True)
-    model = lgb.LGBMRanker(**PICK_PARAMS, monotone_constraints=[PICK_MONOTONE.get(k, 0) for k in FEATURES],
+    model = lgb.LGBMRanker(**PICK_PARAMS, monotone_constraints=[PICK_MONOTONE.get(k, 0) for k in PICK_FEATURES],
                            monotone_constraints_method="advanced", random_state=0, n_jobs=1, deterministic=True,
                            verbose=-1)
-    model.fit(np.asarray(X, dtype=float)[order], np.asarray(y)[order], group=sizes, feature_name=list(FEATURES))
-    return {"features": list(FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
+    model.fit(_columns(X, PICK_FEATURES)[order], np.asarray(y)[order], group=sizes, feature_name=list(PICK_FEATURES))
+    return {"features": list(PICK_FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
             "turns": int(len(sizes)), "params": PICK_PARAMS, "monotone": PICK_MONOTONE}
 
 
@@ -224,7 +237,7 @@ def pick_accuracy(X, y, groups, ranker: dict) -> float:
     from dialogue.understanding.ranker import FEATURES
 
     w = np.array([ranker["weights"][k] for k in FEATURES])
-    s = np.asarray(X, dtype=float) @ w
+    s = _columns(X, FEATURES) @ w
     best: dict[int, tuple[float, int]] = {}
     for g, sc, lab in zip(groups, s, y):
         if g not in best or sc > best[g][0]:
@@ -379,7 +392,7 @@ def _linear(X, part: dict) -> Any:
 
     from dialogue.understanding.ranker import FEATURES
 
-    return np.asarray(X, dtype=float) @ np.array([part["weights"][k] for k in FEATURES]) + part["bias"]
+    return _columns(X, FEATURES) @ np.array([part["weights"][k] for k in FEATURES]) + part["bias"]
 
 
 def blend_folds(rows) -> dict[str, Any]:
@@ -404,7 +417,7 @@ def blend_folds(rows) -> dict[str, Any]:
         Xtr, ytr, gtr = ([v[i] for i in idx_tr] for v in (X, y, g))
         Xte, yte, gte = ([v[i] for i in idx_te] for v in (X, y, g))
         booster = lgb.Booster(model_str=fit_pick(Xtr, ytr, gtr)["booster"])
-        boosted = booster.predict(np.asarray(Xte, dtype=float), raw_score=True)
+        boosted = booster.predict(_columns(Xte, booster.feature_name()), raw_score=True)
         linear = _linear(Xte, fit(Xtr, ytr))
         sizes.append(len(set(gte)))
         for b in BLENDS:
@@ -420,12 +433,12 @@ def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
     (every ``PICK_HOLDOUT``-th dialogue, against a logistic regression fitted on the same rows), the
     booster's share chosen on folds that leave services out (``blend_folds``), then the model on all rows."""
     import lightgbm as lgb
-    import numpy as np
 
     train_part = _stack(rows, lambda i: i % PICK_HOLDOUT)
     test_part = _stack(rows, lambda i: not i % PICK_HOLDOUT)
     held = fit_pick(*train_part[:3])
-    boosted = lgb.Booster(model_str=held["booster"]).predict(np.asarray(test_part[0], dtype=float), raw_score=True)
+    booster = lgb.Booster(model_str=held["booster"])
+    boosted = booster.predict(_columns(test_part[0], booster.feature_name()), raw_score=True)
     linear = _linear(test_part[0], fit(train_part[0], train_part[1]))
     folds = blend_folds(rows)
     b = folds["chosen"]

@@ -293,7 +293,7 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
 def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_scores():
     import random
 
-    from dialogue.understanding.ranker import FEATURES, Ranker, evidence
+    from dialogue.understanding.ranker import FEATURES, ROW_FEATURES, Ranker, evidence
     from evals.switch_train import fit_pick, pick_model
     from workflows.library import bundled_library_path, load_library
 
@@ -308,9 +308,9 @@ def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_
         for t in range(4):
             flag = float(rng.random() < 0.5)
             for names, slot in rng.sample(patterns, 4):
-                f = dict.fromkeys(FEATURES, 0.0)
+                f = dict.fromkeys(ROW_FEATURES, 0.0)
                 f["lex_top"], f["den_top"], f["same_role"], f["lex_norm"] = names, slot, flag, rng.random()
-                X.append([f[k] for k in FEATURES])
+                X.append([f[k] for k in ROW_FEATURES])
                 y.append(int((names, slot) == ((1.0, 0.0) if flag else (0.0, 1.0))))
                 g.append(t)
         per_dialogue.append((X, y, g, [f"x:service{d % 7}"] * len(y)))
@@ -338,7 +338,7 @@ def test_the_pick_blend_is_chosen_on_services_left_out():
     whole services out choose a small share of trees; ``Ranker.picker`` scores with that share."""
     import random
 
-    from dialogue.understanding.ranker import FEATURES, Ranker, evidence
+    from dialogue.understanding.ranker import FEATURES, ROW_FEATURES, Ranker, evidence
     from evals.switch_train import blend_folds, fit_pick
     from workflows.library import bundled_library_path, load_library
 
@@ -350,13 +350,13 @@ def test_the_pick_blend_is_chosen_on_services_left_out():
         for t in range(3):
             gold = rng.randrange(5)
             for c in range(5):
-                f = dict.fromkeys(FEATURES, 0.0)
+                f = dict.fromkeys(ROW_FEATURES, 0.0)
                 # a noisy feature that carries: the gold scores higher on average
                 f["lex_norm"] = rng.random() + (0.6 if c == gold else 0.0)
                 # a quirk: within a service, a value band marks the gold exactly; the band differs per service
                 band = (service + (0 if c == gold else 1 + rng.randrange(9))) % 10
-                f["den_raw"] = band / 10 + rng.random() * 0.05
-                X.append([f[k] for k in FEATURES])
+                f["den_z"] = band / 10 + rng.random() * 0.05
+                X.append([f[k] for k in ROW_FEATURES])
                 y.append(int(c == gold))
                 g.append(t)
         rows.append((X, y, g, [f"x:service{service}"] * len(y)))
@@ -384,22 +384,46 @@ def test_the_pick_model_never_reads_what_the_turn_says_of_a_candidate_against_it
     import lightgbm as lgb
     import numpy as np
 
-    from dialogue.understanding.ranker import FEATURES
-    from evals.switch_train import fit_pick
+    from dialogue.understanding.ranker import PICK_FEATURES, ROW_FEATURES
+    from evals.switch_train import _columns, fit_pick
 
     rng = random.Random(2)
     X, y, g = [], [], []
     for t in range(300):
         gold = rng.randrange(4)
         for c in range(4):
-            f = dict.fromkeys(FEATURES, 0.0)
+            f = dict.fromkeys(ROW_FEATURES, 0.0)
             f["lex_norm"] = rng.random() + (0.5 if c == gold else 0.0)
             f["slot_share"] = 0.0 if c == gold else float(rng.random() < 0.7)
-            X.append([f[k] for k in FEATURES])
+            X.append([f[k] for k in ROW_FEATURES])
             y.append(int(c == gold))
             g.append(t)
     booster = lgb.Booster(model_str=fit_pick(X, y, g)["booster"])
-    base = np.array(X[:40], dtype=float)
+    base = _columns(X[:40], PICK_FEATURES)
     covered = base.copy()
-    covered[:, FEATURES.index("slot_share")] = 1.0
+    covered[:, PICK_FEATURES.index("slot_share")] = 1.0
     assert (booster.predict(covered) >= booster.predict(base) - 1e-9).all()
+
+
+def test_the_pick_model_reads_retrieval_relative_to_the_library():
+    """A library whose cosines all sit lower (a small desk) gives the pick model the same dense and BM25
+    evidence as one whose cosines sit higher: z-scores over the candidate rankings, no raw cosine."""
+    from dialogue.understanding.ranker import PICK_FEATURES, evidence, features
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    names = ["refund_order", "return_item", "cancel_order", "track_order"]
+    dense = [0.57, 0.52, 0.42, 0.30]
+    lex = [9.0, 6.0, 2.0, 1.0]
+
+    def row(scale: float, shift: float, name: str) -> dict[str, float]:
+        ev = evidence("I would like a refund", "", list(zip(names, dense)), list(zip(names, [scale * s for s in lex])),
+                      list(zip(names, [scale * s + shift for s in dense])))
+        return features(name, ev, lib, None, [])
+
+    assert not {"den_raw", "den_margin"} & set(PICK_FEATURES) and {"den_z", "lex_z"} <= set(PICK_FEATURES)
+    for name in names:
+        high, low = row(1.0, 0.0, name), row(0.5, -0.2, name)
+        assert high["den_raw"] != low["den_raw"]
+        assert abs(high["den_z"] - low["den_z"]) < 1e-9 and abs(high["lex_z"] - low["lex_z"]) < 1e-9
+    assert row(1.0, 0.0, "refund_order")["den_z"] > row(1.0, 0.0, "track_order")["den_z"]

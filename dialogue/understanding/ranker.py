@@ -17,11 +17,14 @@ The weights are a logistic regression fitted on the training splits only (SGD tr
 A second set over the same features, the verifier's (``Ranker.verify``), is fitted on the turns the
 detector stays on: there the evidence is an answer and the agent's question, not a request, and the
 slot words, enum values and offers weigh differently than at a search.
-A pick model (``ranker.pick``: LightGBM lambdarank over the same features, monotone in what the turn
+The pick model (``ranker.pick``: LightGBM lambdarank over ``PICK_FEATURES``, monotone in what the turn
 says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
 chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
-(``Ranker.picker``); the bundled model has none (the blend lost a conversation test and FlowBench sessions,
-``reports/switch-train-pick``).
+(``Ranker.picker``).  It reads retrieval relative to the library (z-scores over the candidate rankings),
+never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries misread a small
+desk's and FlowBench's.  The bundled model has none: every variant measured lost one gate — with the cosine
+a conversation test, with cosine differences FlowBench sessions, with z-scores only the compliance eval's
+intent switches (``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ FEATURES = (
     # graded overlap (used by the gradient-boosted pick model; the linear weights leave them at 0)
     "enum_count", "slot_share", "name_share", "agent_slot_share",
 )
+# Library-relative retrieval evidence, for the pick model only: a cosine's scale depends on the library
+# (a small desk's or FlowBench's best match scores lower than an SGD service's), so trees cut on a raw
+# cosine or on a cosine difference do not carry to another library; z-scores over the candidate rankings do.
+RELATIVE = ("den_z", "lex_z")
+ROW_FEATURES = FEATURES + RELATIVE  # the columns of a training row (``evals.switch_train.training_rows``)
+# The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
+PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE
 
 
 @dataclass(frozen=True)
@@ -95,8 +105,16 @@ def _slot_words(wf) -> set[str]:
             if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
 
 
+def _z(ranking: Sequence[tuple[str, float]], value: float) -> float:
+    """``value`` as a z-score over a ranking's scores (0 when they do not spread)."""
+    vals = [s for _, s in ranking]
+    mean = sum(vals) / len(vals)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+    return (value - mean) / sd if sd > 1e-9 else 0.0
+
+
 def features(name: str, ev: Evidence, library, active: str | None, seen: Sequence[str]) -> dict[str, float]:
-    """The features of one candidate workflow for one turn."""
+    """The features of one candidate workflow for one turn (``ROW_FEATURES``)."""
     wfs = library.workflows
     wf = wfs.get(name)
     act = wfs.get(active) if active else None
@@ -111,9 +129,12 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
         f["den_raw"] = float(raw) if raw is not None else float(ev.dense[-1][1])
         other = next((s for n, s in ev.dense if n != name), top)
         f["den_margin"] = (f["den_raw"] - other) if raw is not None else -1.0
+        f["den_z"] = _z(ev.dense, f["den_raw"])
+    if ev.lexical:  # a candidate outside BM25's list scores as its last
+        f["lex_z"] = _z(ev.lexical, next((s for n, s in ev.lexical if n == name), ev.lexical[-1][1]))
     f["is_active"] = float(name == active)
     if wf is None:
-        return {k: f.get(k, 0.0) for k in FEATURES}
+        return {k: f.get(k, 0.0) for k in ROW_FEATURES}
     roles = {w.role for w in used}
     f["same_role"] = float(act is not None and wf.role == act.role)
     f["same_domain"] = float(act is not None and wf.domain == act.domain)
@@ -143,7 +164,7 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     agent_hits = sum(1 for w in words if _mentions(w, agent_tokens)) if agent_tokens else 0
     f["agent_slot_hit"] = float(agent_hits > 0)
     f["agent_slot_share"] = agent_hits / len(words) if words else 0.0
-    return {k: f.get(k, 0.0) for k in FEATURES}
+    return {k: f.get(k, 0.0) for k in ROW_FEATURES}
 
 
 def candidates(ev: Evidence, extra: Sequence[str] = ()) -> list[str]:
@@ -196,9 +217,11 @@ class Ranker:
         if self.booster and rows:
             import numpy as np
 
-            # one thread: a few dozen rows per turn, where LightGBM's thread pool costs more than it saves
-            raw = _booster(self.booster).predict(np.array([[f[k] for k in FEATURES] for f in rows]),
-                                                 raw_score=True, num_threads=1)
+            # one thread: a few dozen rows per turn, where LightGBM's thread pool costs more than it saves;
+            # the columns are the booster's own (models fitted before ``PICK_FEATURES`` read ``FEATURES``)
+            booster = _booster(self.booster)
+            raw = booster.predict(np.array([[f[k] for k in booster.feature_name()] for f in rows]),
+                                  raw_score=True, num_threads=1)
             out = [(n, (1.0 - self.blend) * self.logit(f) + self.blend * float(s))
                    for n, s, f in zip(names, raw, rows)]
         else:
