@@ -678,9 +678,12 @@ class LearnedPolicy:
         collecting = set(asked_slots(rules, view, values)) \
             if gate and not rules_rejected else set()
 
+        done = frozenset(executed)
+        last = executed[-1] if executed else None
+
         def passed_over(c: Candidate) -> bool:  # never the rules' proposal
-            return not c.is_rules and bool(gate and _leaves_collection(c, view, executed, collecting)
-                                           or executed and c.kind != "api" and c.name == executed[-1])
+            return not c.is_rules and bool(gate and _leaves_collection(c, view, done, collecting)
+                                           or c.kind != "api" and c.name == last)
 
         cands = candidates(wf, interp, frame, rules, messages, values)
         # only what could be chosen is scored (the ranker's cost): a passed-over candidate — one that leaves
@@ -689,6 +692,7 @@ class LearnedPolicy:
         eligible = [c for c in cands if not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
+        env = check_env(frame, reading, interp)  # the same for every candidate the checks look at
         ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands), values)
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
@@ -697,7 +701,7 @@ class LearnedPolicy:
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
-            if c.is_rules or (allowed_now(p, wf, interp, frame, reading)
+            if c.is_rules or (allowed_now(p, wf, interp, frame, reading, env)
                               and not _against_experience(p, prerequisites, frame)):
                 return p, vetoed
             vetoed += 1
@@ -736,7 +740,7 @@ def _predictor(booster) -> Callable[[Any], Any]:
     return predict
 
 
-def _leaves_collection(c: Candidate, view: _View, executed: list[str], collecting: set[str]) -> bool:
+def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | list[str], collecting: set[str]) -> bool:
     """Steps a gated ranker leaves to the procedure (``Gate``), where logged agents' habits cost a user's
     goal: while the rules collect values, anything but another way of asking for one of them (a call
     would run without them, another reply leaves the collection), and a question this workflow already
@@ -765,14 +769,23 @@ def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> b
 PROPOSAL_CHECKS = ("unknown_node", "node_dependency", "procedure_branch", "argument_schema", "answer_template")
 
 
-def allowed_now(proposal: dict, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict) -> bool:
+def check_env(frame: Frame | dict, reading: dict, interp: Interpreter):
+    """What ``allowed_now``'s checks read besides the proposal (no limits: the post-controller keeps them)."""
+    from ..control.checks import CheckEnv
+
+    return CheckEnv(turn=0, max_turns=1 << 30, max_api_repeats=1 << 30, scope=scope_of(frame, reading),
+                    procedure=interp.procedure)
+
+
+def allowed_now(proposal: dict, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
+                env=None) -> bool:
     """The post-controller's checks of the proposal itself (known node, preconditions, procedure branch,
     argument schema, filled template).  The post-controller runs them again, with the others (session
-    length, repeats, declined calls), on whatever is proposed."""
-    from ..control.checks import CHECKS, CheckEnv
+    length, repeats, declined calls), on whatever is proposed.  ``env``: ``check_env``'s, when the
+    caller checks several proposals on the same state."""
+    from ..control.checks import CHECKS
 
-    env = CheckEnv(turn=0, max_turns=1 << 30, max_api_repeats=1 << 30, scope=scope_of(frame, reading),
-                   procedure=interp.procedure)
+    env = env or check_env(frame, reading, interp)
     return all(CHECKS[name](proposal, wf, frame, env)["ok"] for name in PROPOSAL_CHECKS)
 
 
