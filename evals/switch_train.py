@@ -499,6 +499,10 @@ def write_pick(model_path: Path, pick: dict) -> None:
 # --- the reviser: fitted on the agent's own mistakes (closed-loop traces of the training splits) ---------
 
 REVISER_THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.5)
+# An alternative the turn itself does not speak of (only what was said since the pick, the agent's offer or a
+# correction points to it) needs its own threshold: chosen second, with the first fixed ("never" = the
+# turn must speak of it).
+UNSPOKEN_THRESHOLDS = (0.25, 0.35, 0.45, 0.6, 0.8)
 
 
 def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[list[float]], list[int]]:
@@ -595,27 +599,41 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         typer.echo(f"reviser rows {name} {split}: {len(dialogues)} dialogues, {len(ry)} rows, {sum(ry)} positive")
     reviser = fit_reviser(X, y)
     results: dict[str, dict] = {}
-    for thr in (None, *REVISER_THRESHOLDS):
+
+    def run(label: str, thr: float | None, unspoken: float | None) -> None:
         cand = dict(data_model)
         if thr is not None:
-            cand["reviser"] = {**reviser, "threshold": thr}
-        path = tmp / f"reviser-{thr}.json"
+            cand["reviser"] = {**reviser, "threshold": thr, "threshold_unspoken": unspoken}
+        path = tmp / f"reviser-{thr}-{unspoken}.json"
         path.write_text(json.dumps(cand), encoding="utf-8")
         per = {}
         for name, (lib_dir, dialogues) in loaded.items():
             ctx = _context(name, lib_dir, cache, switch_model=str(path), ranker=True, revise=True)
             m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
             per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "revisions_per_turn")}
-        label = "margin revision (no reviser)" if thr is None else f"reviser, threshold {thr:g}"
-        results[label] = {"threshold": thr, "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+        results[label] = {"threshold": thr, "threshold_unspoken": unspoken, "per_dataset": per,
+                          "top1_mean": sum(p["top1"] for p in per.values()) / 2}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(
             f"{n} top-1 {p['top1']:.3f} rev {p['revisions_per_turn']:.3f}" for n, p in per.items()))
-    pool = [k for k in results if within_cap(results[k])] or list(results)
-    chosen = max(pool, key=lambda k: results[k]["top1_mean"])
+
+    def best() -> str:
+        pool = [k for k in results if within_cap(results[k])] or list(results)
+        return max(pool, key=lambda k: results[k]["top1_mean"])
+
+    run("margin revision (no reviser)", None, None)
+    for thr in REVISER_THRESHOLDS:
+        run(f"reviser, threshold {thr:g}", thr, None)
+    spoken = results[best()]["threshold"]
+    if spoken is not None:
+        for u in UNSPOKEN_THRESHOLDS:
+            run(f"reviser, threshold {spoken:g}, unspoken {u:g}", spoken, u)
+    chosen = best()
     label = (data_model.get("chosen") or {}).get("label", "").split(" + learned reviser")[0]
     if results[chosen]["threshold"] is not None:
-        data_model["reviser"] = {**reviser, "threshold": results[chosen]["threshold"]}
-        label += f" + learned reviser (threshold {results[chosen]['threshold']:g})"
+        u = results[chosen]["threshold_unspoken"]
+        data_model["reviser"] = {**reviser, "threshold": results[chosen]["threshold"], "threshold_unspoken": u}
+        label += f" + learned reviser (threshold {results[chosen]['threshold']:g}" + \
+            (f", unspoken {u:g})" if u is not None else ")")
     data_model["chosen"] = {**(data_model.get("chosen") or {}), "label": label}
     data_model["reviser_fit"] = {"rows": reviser["rows"], "positives": reviser["positives"], "chosen": chosen,
                                  "candidates": results,

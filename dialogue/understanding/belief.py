@@ -277,8 +277,18 @@ def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages:
     nothing of another task, and words of a digression since the pick belong to that digression."""
     if answers_question(frame, ev_turn.text):
         return []
-    return [(n, f) for n, f in reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
-            if f["speaks_turn"]]
+    rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
+    return [(n, f) for n, f in rows if f["speaks_turn"]] if answers_slot(frame, ev_turn.text) else rows
+
+
+def answers_slot(frame: dict, text: str) -> bool:
+    """The active procedure asked for a value and the turn asks for nothing: it is the answer ("It's under
+    Donald Knuth", "my email is …") or a corrected value ("sorry, I meant the 11th"), evidence for the task
+    that asked.  Only an alternative the turn itself speaks of may then be revised to ("no, I meant block
+    my card" still can); what was said since the pick (a digression's words among it) is not enough."""
+    from .navigation import is_instruction
+
+    return bool(frame.get("asked")) and not is_instruction(text)
 
 
 def _user_turns(messages: Sequence):
@@ -298,9 +308,22 @@ def revise_choice(reviser: dict, rows: Sequence[tuple[str, dict[str, float]]]) -
     # one thread: a handful of rows per turn, where LightGBM's thread pool costs far more than it saves
     probs = booster.predict(np.array([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows]),
                             num_threads=1)
-    i = max(range(len(rows)), key=lambda j: probs[j])
-    p = float(probs[i])
-    return (rows[i][0], p) if p > float(reviser.get("threshold", 0.5)) else (None, p)
+    passes = [j for j in range(len(rows)) if probs[j] > _threshold(reviser, rows[j][1])]
+    if not passes:
+        return None, float(max(probs))
+    i = max(passes, key=lambda j: probs[j])
+    return rows[i][0], float(probs[i])
+
+
+def _threshold(reviser: dict, f: dict[str, float]) -> float:
+    """The probability an alternative must pass: ``threshold`` when the turn itself speaks of it (a word of
+    its task the active one lacks), ``threshold_unspoken`` when only what was said since the pick, the
+    agent's offer or a correction points to it (both chosen closed loop on train; without the second,
+    such an alternative is never revised to)."""
+    if f.get("speaks_turn"):
+        return float(reviser.get("threshold", 0.5))
+    t = reviser.get("threshold_unspoken")
+    return float(t) if t is not None else float("inf")
 
 
 @lru_cache(maxsize=4)
