@@ -548,7 +548,7 @@ def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[li
             state = loop.user_turn(state, turn.text)
             kinds = {c.get("command") for c in turn_commands(state)}
             if rows and decision(turn_commands(state)) == "STAY" and not kinds & {
-                    "resume_flow", "cancel_flow", "human_handoff", "close", "chitchat", "not_understood"}:
+                    "resume_flow", "cancel_flow", "human_handoff", "close", "chitchat", "not_understood", "capabilities"}:
                 for n, f in rows:
                     X.append([f[k] for k in REVISER_FEATURES])
                     y.append(int(n == turn.gold))

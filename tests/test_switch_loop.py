@@ -271,8 +271,8 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
 def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     """``reviser_candidates`` is the one filter between ``reviser_rows`` and the reviser, at serve time and
     for the training rows: none on an answer to a yes/no question, only alternatives the turn speaks of on
-    an answer to a value question, every alternative otherwise (the reviser's thresholds then tell the
-    alternatives the turn speaks of from the others)."""
+    a turn that follows a question (the procedure's or the agent's words), every alternative otherwise (the
+    reviser's two thresholds then tell the alternatives the turn speaks of from the others)."""
     from dialogue.frames import new_frame
     from dialogue.understanding.belief import reviser_candidates
     from dialogue.understanding.ranker import evidence, load_ranker
@@ -282,21 +282,22 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     res = get_resources(agent_context)
     scorer = retriever_scorer(res.retriever)
 
-    def names(text: str, asked: list[str]) -> list[str]:
+    def names(text: str, asked: list[str], question: str = "Is it the checking account? (yes/no)") -> list[str]:
         frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2},
                  "asked": asked}
-        question = "Is it the checking account? (yes/no)"
         msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
         rows = reviser_candidates(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
                                   scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever))
-        if asked:
+        if asked or "?" in question:
             assert all(f["speaks_turn"] == 1.0 for _, f in rows)
         return [n for n, _ in rows]
 
     assert "block_card" in names("my card was stolen, please block it", [])
     assert "block_card" in names("my card was stolen, please block it", ["account_type"])
-    assert "block_card" in names("C-1001", [])  # nothing asked: every alternative is weighed
     assert names("C-1001", ["customer_id"]) == []  # the answer to the value asked names no other task
+    assert names("C-1001", [], "What is your customer number?") == []  # the agent's own question
+    # nothing asked (a statement from the agent): every alternative is weighed
+    assert "block_card" in names("C-1001", [], "Here is what I found.")
     assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []
 
 

@@ -74,7 +74,7 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     if ranker is None or not frame or frame.get("status") != "active" or not frame.get("belief"):
         return []
     if any(getattr(c, "command", "") in ("start_flow", "resume_flow", "cancel_flow", "human_handoff", "close",
-                                         "chitchat") for c in commands):
+                                         "chitchat", "capabilities") for c in commands):
         return []
     if answers_question(frame, ev.text):
         return []
@@ -278,17 +278,18 @@ def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages:
     if answers_question(frame, ev_turn.text):
         return []
     rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
-    return [(n, f) for n, f in rows if f["speaks_turn"]] if answers_slot(frame, ev_turn.text) else rows
+    return [(n, f) for n, f in rows if f["speaks_turn"]] if answers_agent(frame, ev_turn.agent) else rows
 
 
-def answers_slot(frame: dict, text: str) -> bool:
-    """The active procedure asked for a value and the turn asks for nothing: it is the answer ("It's under
-    Donald Knuth", "my email is …") or a corrected value ("sorry, I meant the 11th"), evidence for the task
-    that asked.  Only an alternative the turn itself speaks of may then be revised to ("no, I meant block
-    my card" still can); what was said since the pick (a digression's words among it) is not enough."""
-    from .navigation import is_instruction
-
-    return bool(frame.get("asked")) and not is_instruction(text)
+def answers_agent(frame: dict, agent: str) -> bool:
+    """The turn follows a question: the active procedure waits on a value, or the agent's last message
+    asks something.  The turn is then read as the answer ("It's under Donald Knuth", "sorry, I meant the
+    11th", "let's do Casa Fiorella instead"), evidence for the task that asked, and only an alternative the
+    turn itself speaks of may be revised to ("no, I meant block my card" still can): what was said since
+    the pick (a digression's words among it) is not enough.  Read from the agent's words as well as the
+    frame so that a replayed dialogue, whose agent turns are the dataset's, meets the rule the live agent
+    meets."""
+    return bool(frame.get("asked")) or "?" in (agent or "")
 
 
 def _user_turns(messages: Sequence):
