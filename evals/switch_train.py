@@ -573,13 +573,16 @@ def fit_reviser(X, y) -> dict[str, Any]:
 
 
 def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
-                  cache: Path) -> dict[str, Any]:
+                  cache: Path, thresholds_only: bool = False) -> dict[str, Any]:
     """Fit the reviser on closed-loop traces of SGD/STAR train (the agent as configured in ``model_path``,
-    revision off), then choose its threshold closed loop on other train samples; written into the model."""
+    revision off), then choose its thresholds closed loop on other train samples; written into the model.
+    ``thresholds_only``: keep the model's fitted reviser and choose its thresholds only."""
     from .switch_loop import loop_metrics, run_loop
 
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
-    data_model.pop("reviser", None)
+    kept = data_model.pop("reviser", None)
+    if thresholds_only and not kept:
+        raise typer.BadParameter(f"{model_path} holds no fitted reviser to choose thresholds for")
     tmp = Path(cache) / "switch-model-candidates"
     tmp.mkdir(parents=True, exist_ok=True)
     base = tmp / "reviser-base.json"
@@ -592,12 +595,15 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
         full, _ = load_switch_dataset(name, data, split, None, cache, False, 1)
         loaded[name] = (lib_dir, full[1::loop_every[name]])
+        if thresholds_only:
+            continue
         rx, ry = reviser_rows_closed_loop(dialogues, _context(name, lib_dir, cache, switch_model=str(base),
                                                                 revise=False))
         X += rx
         y += ry
         typer.echo(f"reviser rows {name} {split}: {len(dialogues)} dialogues, {len(ry)} rows, {sum(ry)} positive")
-    reviser = fit_reviser(X, y)
+    reviser = {k: v for k, v in kept.items() if k not in ("threshold", "threshold_unspoken")} if thresholds_only \
+        else fit_reviser(X, y)
     results: dict[str, dict] = {}
 
     def run(label: str, thr: float | None, unspoken: float | None) -> None:
@@ -695,6 +701,8 @@ def train_command(
     star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
     reviser: bool = typer.Option(True, help="Then fit the reviser on closed-loop traces (reports/switch-train-reviser)."),
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
+    reviser_thresholds_only: bool = typer.Option(False, help="Keep the model's fitted reviser; only choose its "
+                                                             "thresholds closed loop on train."),
     pick_only: bool = typer.Option(False, help="Only fit the pick model, which the default has none of (then the "
                                                "reviser, unless --no-reviser)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
@@ -708,6 +716,7 @@ def train_command(
     if not data.is_dir():
         raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
     path = Path(model) if model else MODEL_PATH
+    reviser_only = reviser_only or reviser_thresholds_only
     if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
@@ -720,8 +729,9 @@ def train_command(
                    f"{p['held_out']['pick_accuracy_blend']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
-                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"))
+                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"), reviser_thresholds_only)
         rout = out.parent / f"{out.name}-reviser"
-        _reviser_report(rout, r, f"flowdesk train switch --reviser-only --sgd-every {sgd_every} --star-every "
+        flag = "--reviser-thresholds-only" if reviser_thresholds_only else "--reviser-only"
+        _reviser_report(rout, r, f"flowdesk train switch {flag} --sgd-every {sgd_every} --star-every "
                                  f"{star_every} --loop-every {loop_every} --star-loop-every {star_loop_every}")
         typer.echo(f"reviser: {r['chosen']} → {rout / 'report.md'}")
