@@ -278,7 +278,8 @@ def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages:
     if answers_question(frame, ev_turn.text):
         return []
     rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
-    return [(n, f) for n, f in rows if f["speaks_turn"]] if answers_agent(frame, ev_turn.agent) else rows
+    guarded = answers_agent(frame, ev_turn.agent) or is_correction(ev_turn.text)
+    return [(n, f) for n, f in rows if f["speaks_turn"]] if guarded else rows
 
 
 def answers_agent(frame: dict, agent: str) -> bool:
@@ -288,7 +289,8 @@ def answers_agent(frame: dict, agent: str) -> bool:
     turn itself speaks of may be revised to ("no, I meant block my card" still can): what was said since
     the pick (a digression's words among it) is not enough.  Read from the agent's words as well as the
     frame so that a replayed dialogue, whose agent turns are the dataset's, meets the rule the live agent
-    meets."""
+    meets.  A correction is held to the same rule (``reviser_candidates``): one that names no other task
+    ("wait, I meant checking") corrects a value, not the pick."""
     return bool(frame.get("asked")) or "?" in (agent or "")
 
 
