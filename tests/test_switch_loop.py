@@ -298,6 +298,7 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     assert names("C-1001", [], "What is your customer number?") == []  # the agent's own question
     # nothing asked (a statement from the agent): every alternative is weighed
     assert "block_card" in names("C-1001", [], "Here is what I found.")
+    assert names("wait, I meant C-1001", [], "Here is what I found.") == []  # a corrected value, not the pick
     assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []
 
 
