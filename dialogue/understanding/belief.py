@@ -13,7 +13,8 @@ a margin of zero.
 When the switch model holds a fitted reviser (``flowdesk train switch``), it decides instead of the
 margin: gradient-boosted trees over each alternative compared with the active workflow on everything
 said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
-splits; a revision still needs a word of the other task in the turn itself.
+splits.  An alternative the turn itself does not speak of needs a second threshold, and none may be
+revised to on a turn that answers a question or corrects a value (``reviser_candidates``).
 
 A turn that answers the yes/no question the active procedure waits on (and neither corrects the pick
 nor asks for anything else) is not re-verified: the procedure progresses as expected, and the words
@@ -269,15 +270,17 @@ def reviser_rows(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Seque
 
 def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Sequence, library, scorer,
                        seen: Sequence[str], belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
-    """The rows the reviser decides on (``reviser_rows``), kept to the alternatives the turn itself speaks
-    of; none when the turn answers the pending yes/no question.  Its training rows are these very rows
-    (``evals.switch_train.reviser_rows_closed_loop``).
-    A revision needs a word of the other task (not of the active one) in the turn itself: an answer to
-    the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th") says
-    nothing of another task, and words of a digression since the pick belong to that digression."""
+    """The rows the reviser decides on (``reviser_rows``): none when the turn answers the pending yes/no
+    question; on a turn that follows a question (``answers_agent``) or corrects something, only the
+    alternatives the turn itself speaks of — an answer ("tomas@example.com") or a corrected value ("sorry,
+    I meant the 11th") says nothing of another task, and words of a digression since the pick belong to
+    that digression; every alternative otherwise, the reviser's ``threshold_unspoken`` then deciding on
+    those the turn does not speak of.  Its training rows are these very rows
+    (``evals.switch_train.reviser_rows_closed_loop``)."""
     if answers_question(frame, ev_turn.text):
         return []
     rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
+    # a correction naming no other task ("wait, I meant checking") corrects a value, not the pick
     guarded = answers_agent(frame, ev_turn.agent) or is_correction(ev_turn.text)
     return [(n, f) for n, f in rows if f["speaks_turn"]] if guarded else rows
 
@@ -289,8 +292,7 @@ def answers_agent(frame: dict, agent: str) -> bool:
     turn itself speaks of may be revised to ("no, I meant block my card" still can): what was said since
     the pick (a digression's words among it) is not enough.  Read from the agent's words as well as the
     frame so that a replayed dialogue, whose agent turns are the dataset's, meets the rule the live agent
-    meets.  A correction is held to the same rule (``reviser_candidates``): one that names no other task
-    ("wait, I meant checking") corrects a value, not the pick."""
+    meets."""
     return bool(frame.get("asked")) or "?" in (agent or "")
 
 
