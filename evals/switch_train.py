@@ -512,6 +512,10 @@ def write_pick(model_path: Path, pick: dict) -> None:
 # --- the reviser: fitted on the agent's own mistakes (closed-loop traces of the training splits) ---------
 
 REVISER_THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.5)
+# An alternative the turn itself does not speak of (only what was said since the pick, the agent's offer or a
+# correction points to it) needs its own threshold: chosen second, with the first fixed ("never" = the
+# turn must speak of it).
+UNSPOKEN_THRESHOLDS = (0.25, 0.35, 0.45, 0.6, 0.8)
 
 
 def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[list[float]], list[int]]:
@@ -557,7 +561,7 @@ def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[li
             state = loop.user_turn(state, turn.text)
             kinds = {c.get("command") for c in turn_commands(state)}
             if rows and decision(turn_commands(state)) == "STAY" and not kinds & {
-                    "resume_flow", "cancel_flow", "human_handoff", "close", "chitchat", "not_understood"}:
+                    "resume_flow", "cancel_flow", "human_handoff", "close", "chitchat", "not_understood", "capabilities"}:
                 for n, f in rows:
                     X.append([f[k] for k in REVISER_FEATURES])
                     y.append(int(n == turn.gold))
@@ -582,13 +586,16 @@ def fit_reviser(X, y) -> dict[str, Any]:
 
 
 def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
-                  cache: Path) -> dict[str, Any]:
+                  cache: Path, thresholds_only: bool = False) -> dict[str, Any]:
     """Fit the reviser on closed-loop traces of SGD/STAR train (the agent as configured in ``model_path``,
-    revision off), then choose its threshold closed loop on other train samples; written into the model."""
+    revision off), then choose its thresholds closed loop on other train samples; written into the model.
+    ``thresholds_only``: keep the model's fitted reviser and choose its thresholds only."""
     from .switch_loop import loop_metrics, run_loop
 
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
-    data_model.pop("reviser", None)
+    kept = data_model.pop("reviser", None)
+    if thresholds_only and not kept:
+        raise typer.BadParameter(f"{model_path} holds no fitted reviser to choose thresholds for")
     tmp = Path(cache) / "switch-model-candidates"
     tmp.mkdir(parents=True, exist_ok=True)
     base = tmp / "reviser-base.json"
@@ -601,34 +608,51 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
         full, _ = load_switch_dataset(name, data, split, None, cache, False, 1)
         loaded[name] = (lib_dir, full[1::loop_every[name]])
+        if thresholds_only:
+            continue
         rx, ry = reviser_rows_closed_loop(dialogues, _context(name, lib_dir, cache, switch_model=str(base),
                                                                 revise=False))
         X += rx
         y += ry
         typer.echo(f"reviser rows {name} {split}: {len(dialogues)} dialogues, {len(ry)} rows, {sum(ry)} positive")
-    reviser = fit_reviser(X, y)
+    reviser = {k: v for k, v in kept.items() if k not in ("threshold", "threshold_unspoken")} if thresholds_only \
+        else fit_reviser(X, y)
     results: dict[str, dict] = {}
-    for thr in (None, *REVISER_THRESHOLDS):
+
+    def run(label: str, thr: float | None, unspoken: float | None) -> None:
         cand = dict(data_model)
         if thr is not None:
-            cand["reviser"] = {**reviser, "threshold": thr}
-        path = tmp / f"reviser-{thr}.json"
+            cand["reviser"] = {**reviser, "threshold": thr, "threshold_unspoken": unspoken}
+        path = tmp / f"reviser-{thr}-{unspoken}.json"
         path.write_text(json.dumps(cand), encoding="utf-8")
         per = {}
         for name, (lib_dir, dialogues) in loaded.items():
             ctx = _context(name, lib_dir, cache, switch_model=str(path), ranker=True, revise=True)
             m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
             per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "revisions_per_turn")}
-        label = "margin revision (no reviser)" if thr is None else f"reviser, threshold {thr:g}"
-        results[label] = {"threshold": thr, "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+        results[label] = {"threshold": thr, "threshold_unspoken": unspoken, "per_dataset": per,
+                          "top1_mean": sum(p["top1"] for p in per.values()) / 2}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(
             f"{n} top-1 {p['top1']:.3f} rev {p['revisions_per_turn']:.3f}" for n, p in per.items()))
-    pool = [k for k in results if within_cap(results[k])] or list(results)
-    chosen = max(pool, key=lambda k: results[k]["top1_mean"])
+
+    def best() -> str:
+        pool = [k for k in results if within_cap(results[k])] or list(results)
+        return max(pool, key=lambda k: results[k]["top1_mean"])
+
+    run("margin revision (no reviser)", None, None)
+    for thr in REVISER_THRESHOLDS:
+        run(f"reviser, threshold {thr:g}", thr, None)
+    spoken = results[best()]["threshold"]
+    if spoken is not None:
+        for u in UNSPOKEN_THRESHOLDS:
+            run(f"reviser, threshold {spoken:g}, unspoken {u:g}", spoken, u)
+    chosen = best()
     label = (data_model.get("chosen") or {}).get("label", "").split(" + learned reviser")[0]
     if results[chosen]["threshold"] is not None:
-        data_model["reviser"] = {**reviser, "threshold": results[chosen]["threshold"]}
-        label += f" + learned reviser (threshold {results[chosen]['threshold']:g})"
+        u = results[chosen]["threshold_unspoken"]
+        data_model["reviser"] = {**reviser, "threshold": results[chosen]["threshold"], "threshold_unspoken": u}
+        label += f" + learned reviser (threshold {results[chosen]['threshold']:g}" + \
+            (f", unspoken {u:g})" if u is not None else ")")
     data_model["chosen"] = {**(data_model.get("chosen") or {}), "label": label}
     data_model["reviser_fit"] = {"rows": reviser["rows"], "positives": reviser["positives"], "chosen": chosen,
                                  "candidates": results,
@@ -690,6 +714,8 @@ def train_command(
     star_loop_every: int = typer.Option(20, help="STAR train: every k-th dialogue for the closed-loop choice."),
     reviser: bool = typer.Option(True, help="Then fit the reviser on closed-loop traces (reports/switch-train-reviser)."),
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
+    reviser_thresholds_only: bool = typer.Option(False, help="Keep the model's fitted reviser; only choose its "
+                                                             "thresholds closed loop on train."),
     pick_only: bool = typer.Option(False, help="Only fit the pick model, which the default has none of (then the "
                                                "reviser, unless --no-reviser)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
@@ -703,6 +729,7 @@ def train_command(
     if not data.is_dir():
         raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
     path = Path(model) if model else MODEL_PATH
+    reviser_only = reviser_only or reviser_thresholds_only
     if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
@@ -715,8 +742,9 @@ def train_command(
                    f"{p['held_out']['pick_accuracy_blend']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
-                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"))
+                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"), reviser_thresholds_only)
         rout = out.parent / f"{out.name}-reviser"
-        _reviser_report(rout, r, f"flowdesk train switch --reviser-only --sgd-every {sgd_every} --star-every "
+        flag = "--reviser-thresholds-only" if reviser_thresholds_only else "--reviser-only"
+        _reviser_report(rout, r, f"flowdesk train switch {flag} --sgd-every {sgd_every} --star-every "
                                  f"{star_every} --loop-every {loop_every} --star-loop-every {star_loop_every}")
         typer.echo(f"reviser: {r['chosen']} → {rout / 'report.md'}")

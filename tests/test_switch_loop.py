@@ -225,11 +225,16 @@ def test_the_reviser_compares_each_alternative_with_the_active_pick(agent_contex
     y = (X[:, i] > 0.05).astype(int)
     booster = lgb.LGBMClassifier(n_estimators=20, min_child_samples=5, verbose=-1).fit(X, y).booster_
     reviser = {"booster": booster.model_to_string(), "threshold": 0.5}
-    strong = {**quiet, "dense_acc_gap": 0.3}
+    strong = {**quiet, "dense_acc_gap": 0.3, "speaks_turn": 1.0}
     weak = {**quiet, "dense_acc_gap": -0.2}
     assert revise_choice(reviser, [("transfer_money", weak), ("block_card", strong)])[0] == "block_card"
     assert revise_choice(reviser, [("block_card", weak)])[0] is None
     assert revise_choice({**reviser, "threshold": 0.999}, [("block_card", strong)])[0] is None
+    # an alternative the turn does not speak of needs the second threshold; without one it is never chosen
+    unspoken = {**strong, "speaks_turn": 0.0}
+    assert revise_choice(reviser, [("block_card", unspoken)])[0] is None
+    assert revise_choice({**reviser, "threshold_unspoken": 0.5}, [("block_card", unspoken)])[0] == "block_card"
+    assert revise_choice({**reviser, "threshold_unspoken": 0.999}, [("block_card", unspoken)])[0] is None
 
 
 def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
@@ -265,7 +270,9 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
 
 def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     """``reviser_candidates`` is the one filter between ``reviser_rows`` and the reviser, at serve time and
-    for the training rows: only alternatives the turn speaks of, none on an answer to a yes/no question."""
+    for the training rows: none on an answer to a yes/no question, only alternatives the turn speaks of on
+    a turn that follows a question (the procedure's or the agent's words), every alternative otherwise (the
+    reviser's two thresholds then tell the alternatives the turn speaks of from the others)."""
     from dialogue.frames import new_frame
     from dialogue.understanding.belief import reviser_candidates
     from dialogue.understanding.ranker import evidence, load_ranker
@@ -275,18 +282,23 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     res = get_resources(agent_context)
     scorer = retriever_scorer(res.retriever)
 
-    def names(text: str, asked: list[str]) -> list[str]:
+    def names(text: str, asked: list[str], question: str = "Is it the checking account? (yes/no)") -> list[str]:
         frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2},
                  "asked": asked}
-        question = "Is it the checking account? (yes/no)"
         msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
         rows = reviser_candidates(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
                                   scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever))
-        assert all(f["speaks_turn"] == 1.0 for _, f in rows)
+        if asked or "?" in question:
+            assert all(f["speaks_turn"] == 1.0 for _, f in rows)
         return [n for n, _ in rows]
 
     assert "block_card" in names("my card was stolen, please block it", [])
-    assert names("C-1001", []) == []  # an answer names no other task
+    assert "block_card" in names("my card was stolen, please block it", ["account_type"])
+    assert names("C-1001", ["customer_id"]) == []  # the answer to the value asked names no other task
+    assert names("C-1001", [], "What is your customer number?") == []  # the agent's own question
+    # nothing asked (a statement from the agent): every alternative is weighed
+    assert "block_card" in names("C-1001", [], "Here is what I found.")
+    assert names("wait, I meant C-1001", [], "Here is what I found.") == []  # a corrected value, not the pick
     assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []
 
 

@@ -13,7 +13,8 @@ a margin of zero.
 When the switch model holds a fitted reviser (``flowdesk train switch``), it decides instead of the
 margin: gradient-boosted trees over each alternative compared with the active workflow on everything
 said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
-splits; a revision still needs a word of the other task in the turn itself.
+splits.  An alternative the turn itself does not speak of needs a second threshold, and none may be
+revised to on a turn that answers a question or corrects a value (``reviser_candidates``).
 
 A turn that answers the yes/no question the active procedure waits on (and neither corrects the pick
 nor asks for anything else) is not re-verified: the procedure progresses as expected, and the words
@@ -74,7 +75,7 @@ def revision_commands(ranker: Ranker | None, frame: dict | None, ev: Evidence, l
     if ranker is None or not frame or frame.get("status") != "active" or not frame.get("belief"):
         return []
     if any(getattr(c, "command", "") in ("start_flow", "resume_flow", "cancel_flow", "human_handoff", "close",
-                                         "chitchat") for c in commands):
+                                         "chitchat", "capabilities") for c in commands):
         return []
     if answers_question(frame, ev.text):
         return []
@@ -269,16 +270,30 @@ def reviser_rows(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Seque
 
 def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Sequence, library, scorer,
                        seen: Sequence[str], belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
-    """The rows the reviser decides on (``reviser_rows``), kept to the alternatives the turn itself speaks
-    of; none when the turn answers the pending yes/no question.  Its training rows are these very rows
-    (``evals.switch_train.reviser_rows_closed_loop``).
-    A revision needs a word of the other task (not of the active one) in the turn itself: an answer to
-    the agent's question ("tomas@example.com") or a corrected value ("sorry, I meant the 11th") says
-    nothing of another task, and words of a digression since the pick belong to that digression."""
+    """The rows the reviser decides on (``reviser_rows``): none when the turn answers the pending yes/no
+    question; on a turn that follows a question (``answers_agent``) or corrects something, only the
+    alternatives the turn itself speaks of — an answer ("tomas@example.com") or a corrected value ("sorry,
+    I meant the 11th") says nothing of another task, and words of a digression since the pick belong to
+    that digression; every alternative otherwise, the reviser's ``threshold_unspoken`` then deciding on
+    those the turn does not speak of.  Its training rows are these very rows
+    (``evals.switch_train.reviser_rows_closed_loop``)."""
     if answers_question(frame, ev_turn.text):
         return []
-    return [(n, f) for n, f in reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
-            if f["speaks_turn"]]
+    rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
+    # a correction naming no other task ("wait, I meant checking") corrects a value, not the pick
+    guarded = answers_agent(frame, ev_turn.agent) or is_correction(ev_turn.text)
+    return [(n, f) for n, f in rows if f["speaks_turn"]] if guarded else rows
+
+
+def answers_agent(frame: dict, agent: str) -> bool:
+    """The turn follows a question: the active procedure waits on a value, or the agent's last message
+    asks something.  The turn is then read as the answer ("It's under Donald Knuth", "sorry, I meant the
+    11th", "let's do Casa Fiorella instead"), evidence for the task that asked, and only an alternative the
+    turn itself speaks of may be revised to ("no, I meant block my card" still can): what was said since
+    the pick (a digression's words among it) is not enough.  Read from the agent's words as well as the
+    frame so that a replayed dialogue, whose agent turns are the dataset's, meets the rule the live agent
+    meets."""
+    return bool(frame.get("asked")) or "?" in (agent or "")
 
 
 def _user_turns(messages: Sequence):
@@ -298,9 +313,22 @@ def revise_choice(reviser: dict, rows: Sequence[tuple[str, dict[str, float]]]) -
     # one thread: a handful of rows per turn, where LightGBM's thread pool costs far more than it saves
     probs = booster.predict(np.array([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows]),
                             num_threads=1)
-    i = max(range(len(rows)), key=lambda j: probs[j])
-    p = float(probs[i])
-    return (rows[i][0], p) if p > float(reviser.get("threshold", 0.5)) else (None, p)
+    passes = [j for j in range(len(rows)) if probs[j] > _threshold(reviser, rows[j][1])]
+    if not passes:
+        return None, float(max(probs))
+    i = max(passes, key=lambda j: probs[j])
+    return rows[i][0], float(probs[i])
+
+
+def _threshold(reviser: dict, f: dict[str, float]) -> float:
+    """The probability an alternative must pass: ``threshold`` when the turn itself speaks of it (a word of
+    its task the active one lacks), ``threshold_unspoken`` when only what was said since the pick, the
+    agent's offer or a correction points to it (both chosen closed loop on train; without the second,
+    such an alternative is never revised to)."""
+    if f.get("speaks_turn"):
+        return float(reviser.get("threshold", 0.5))
+    t = reviser.get("threshold_unspoken")
+    return float(t) if t is not None else float("inf")
 
 
 @lru_cache(maxsize=4)
