@@ -1,0 +1,76 @@
+"""Two requests in one message ("where is ORD-7003 and please cancel ORD-7010"): which part asks for what.
+
+Rasa CALM's understanding step may start more than one flow per message: the first request becomes the
+active workflow and the second waits on the dialogue stack (``StartFlow(queued=True)``) until the first
+is finished.  Which parts of a message are requests of their own is read generically, with no words
+shaped to a service: the message is cut where one clause ends and the next is joined on (a sentence
+end, a semicolon, a coordinating conjunction), and each part is ranked on its own by the same ranking
+the retriever node picks with.  A cut gives two requests only when each part is served by the library
+(the scope gate) and confidently picks its own workflow (probability of its top pick), the two picks
+differ, and the whole message's pick is one of them — so a part that only adds a value to the other
+("book a table for 2 and make it 7pm": "make it 7pm" names no task of its own) gives no second request.
+
+``two_requests(text, pick, rank, served)`` returns the two ``Request`` in the order they were said.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+# where a clause ends and the next one is joined on: a sentence end, a semicolon, a comma or a
+# coordinating conjunction between two clauses (the conjunction belongs to neither request)
+_CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)"
+                  r"|[.;!?]+\s+(?=\w)", re.I)
+_WORD = re.compile(r"\w+")
+MIN_PROBABILITY = 0.5  # each part's own pick, as a probability over the ranked candidates
+MIN_WORDS = 3  # words each part needs to be a request of its own
+MAX_CUTS = 4  # cuts tried per message (long messages are read whole)
+
+
+@dataclass(frozen=True)
+class Request:
+    text: str  # the part of the message that asks for it
+    workflow: str
+    probability: float
+
+
+def cuts(text: str) -> list[tuple[str, str]]:
+    """(head, tail) for each place the message may be cut into two clauses, each with enough words."""
+    out = []
+    for m in list(_CUT.finditer(text))[:MAX_CUTS]:
+        head, tail = text[:m.start()].strip(" ,;"), text[m.end():].strip(" ,;")
+        if len(_WORD.findall(head)) >= MIN_WORDS and len(_WORD.findall(tail)) >= MIN_WORDS:
+            out.append((head, tail))
+    return out
+
+
+def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
+    """The best candidate and its probability (softmax over the ranked logits)."""
+    if not scores:
+        return None
+    best = max(s for _, s in scores)
+    total = sum(math.exp(s - best) for _, s in scores)
+    name, score = max(scores, key=lambda x: x[1])
+    return name, math.exp(score - best) / total
+
+
+def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str, float]]],
+                 served: Callable[[str], bool], min_probability: float = MIN_PROBABILITY
+                 ) -> tuple[Request, Request] | None:
+    """The two requests the message makes, in the order said; None when it makes one.  ``pick``: the whole
+    message's workflow; ``rank``: a text's candidates with their logits (the retriever's ranking);
+    ``served``: is a text in the library's scope (the scope gate)."""
+    best: tuple[Request, Request] | None = None
+    for head, tail in cuts(text):
+        a, b = _top(rank(head)), _top(rank(tail))
+        if a is None or b is None or a[0] == b[0] or pick not in (a[0], b[0]):
+            continue
+        if min(a[1], b[1]) < min_probability or not (served(head) and served(tail)):
+            continue
+        found = (Request(head, *a), Request(tail, *b))
+        if best is None or min(a[1], b[1]) > min(best[0].probability, best[1].probability):
+            best = found
+    return best
