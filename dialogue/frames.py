@@ -11,7 +11,8 @@ reducer) applies them —
 
 - ``{"op": "replace", "stack": [...]}``: the frame lifecycle after the turn's commands
   (``apply_commands`` only);
-- ``{"op": "call", "frame": id, "call": CallRecord, "result": {...}}``: a tool call's outcome (``tools``);
+- ``{"op": "call", "frame": id, "call": CallRecord, "result": {...}, "slots": {...}}``: a tool call's outcome
+  (``tools``), with the slot values the turn's message pointed at in it (``slots``, optional);
 - ``{"op": "answer", "frame": id, "answer": name, "asked": [...], "done": bool}``: a reply sent (``respond``);
 - ``{"op": "start", "frame": id}``: a queued frame (``Frame.queued``) becomes the active one when the one
   above it is finished (``respond``); the finished frame above it is dropped.
@@ -120,6 +121,8 @@ def _apply_call(frame: Frame, op: dict) -> Frame:
     if call.get("status") == "ok":
         frame["executed"] = [*(frame.get("executed") or []), call["api"]]
         frame["results"] = {**(frame.get("results") or {}), **(op.get("result") or {})}
+        if op.get("slots"):
+            frame["slots"] = {**(frame.get("slots") or {}), **op["slots"]}
     return frame
 
 

@@ -3,8 +3,8 @@
 Rasa CALM's understanding step may start more than one flow per message: the first request becomes the
 active workflow and the second waits on the dialogue stack (``StartFlow(queued=True)``) until the first
 is finished.  Which parts of a message are requests of their own is read generically, with no words
-shaped to a service: the message is cut where one clause ends and the next is joined on (a sentence
-end, a semicolon, a coordinating conjunction), and each part is ranked on its own by the same ranking
+shaped to a service: the message is cut where a clause is joined on by a coordinating conjunction
+("and", "also", "then", "plus"; a new sentence alone is not cut: it mostly gives details), and each part is ranked on its own by the same ranking
 the retriever node picks with.  A cut gives two requests only when each part is served by the library
 (the scope gate) and confidently picks its own workflow (probability of its top pick), the two picks
 differ, and the whole message's pick is one of them — so a part that only adds a value to the other
@@ -20,10 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-# where a clause ends and the next one is joined on: a sentence end, a semicolon, a comma or a
-# coordinating conjunction between two clauses (the conjunction belongs to neither request)
-_CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)"
-                  r"|[.;!?]+\s+(?=\w)", re.I)
+# where the next clause is joined on by a coordinating conjunction (which belongs to neither request)
+_CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)", re.I)
 _WORD = re.compile(r"\w+")
 MIN_PROBABILITY = 0.5  # each part's own pick, as a probability over the ranked candidates
 MIN_WORDS = 3  # words each part needs to be a request of its own
