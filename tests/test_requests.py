@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dialogue.commands import ApplyEnv, StartFlow, apply_all
 from dialogue.frames import merge_stack, top
-from dialogue.understanding.requests import cuts, two_requests
+from dialogue.understanding.requests import cuts, is_request, two_requests
 from dialogue.understanding.slots import listed, referents, referred_values
 from workflows.pdl import Workflow
 
@@ -36,6 +36,9 @@ def test_a_part_that_picks_no_task_of_its_own_or_is_out_of_scope_makes_one_reque
                         lambda t: "cancel" not in t) is None
     # the whole message's pick must be one of the parts' picks
     assert two_requests("where is ORD-7003 and please cancel ORD-7010", "other", _rank, lambda t: True) is None
+    # a part that only sets the scene asks for nothing itself
+    assert not is_request("I would be leaving town soon") and is_request("please cancel ORD-7010")
+    assert is_request("where is ORD-7003")
     # a new sentence alone is no cut: it mostly gives details
     assert cuts("I forgot my password. customer C-1003 text me") == []
 

@@ -5,7 +5,8 @@ active workflow and the second waits on the dialogue stack (``StartFlow(queued=T
 is finished.  Which parts of a message are requests of their own is read generically, with no words
 shaped to a service: the message is cut where a clause is joined on by a coordinating conjunction
 ("and", "also", "then", "plus"; a new sentence alone is not cut: it mostly gives details), and each part is ranked on its own by the same ranking
-the retriever node picks with.  A cut gives two requests only when each part is served by the library
+the retriever node picks with.  A cut gives two requests only when each part asks for something itself (a request
+phrase or a question, not a scene-setter: "I'm leaving town soon and I need a hotel"), is served by the library
 (the scope gate) and confidently picks its own workflow (probability of its top pick), the two picks
 differ, and the whole message's pick is one of them — so a part that only adds a value to the other
 ("book a table for 2 and make it 7pm": "make it 7pm" names no task of its own) gives no second request.
@@ -19,6 +20,8 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+from .features import QUESTION, lexical_features
 
 # where the next clause is joined on by a coordinating conjunction (which belongs to neither request)
 _CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)", re.I)
@@ -45,6 +48,13 @@ def cuts(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def is_request(text: str) -> bool:
+    """The part asks for something itself — a request phrase, a cue or a question (the detector's lexical
+    features) — rather than setting the scene ("I'm leaving town soon and I need a hotel")."""
+    f = lexical_features(text, "", None, None)
+    return bool(f["request"] or f["cue"] or QUESTION.search(text))
+
+
 def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
     """The best candidate and its probability (softmax over the ranked logits)."""
     if not scores:
@@ -63,6 +73,8 @@ def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str,
     ``served``: is a text in the library's scope (the scope gate)."""
     best: tuple[Request, Request] | None = None
     for head, tail in cuts(text):
+        if not (is_request(head) and is_request(tail)):
+            continue
         a, b = _top(rank(head)), _top(rank(tail))
         if a is None or b is None or a[0] == b[0] or pick not in (a[0], b[0]):
             continue
