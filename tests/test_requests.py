@@ -71,3 +71,22 @@ def test_values_that_point_into_what_a_lookup_returned():
     assert referred_values("the ceramic vase or the table runner", RETURNS, values, ["item"]) == {}  # two named: neither
     assert referred_values("move it to 8pm same day", RETURNS, values, ["new_date"]) == {"new_date": "2026-11-27"}
     assert referred_values("move it to 8pm", RETURNS, values, ["new_date"]) == {}
+
+
+def test_a_question_for_what_a_lookup_lists_comes_after_the_lookup():
+    from dialogue.execution.interpreter import Interpreter
+    from dialogue.execution.policy_offline import decide
+    from dialogue.frames import new_frame
+    from workflows.library import bundled_library_path, load_library
+
+    wf = load_library(bundled_library_path()).workflows["return_item"]
+    interp = Interpreter(wf)
+    frame = new_frame("return_item", 1, {"order_id": "ORD-7011", "email": "nadia.okafor@example.com"})
+    proposal = decide(wf, interp, frame, {"text": "I want to return something"}, [], [])
+    assert (proposal["kind"], proposal["name"]) == ("tool", "verify_order")  # its items are what "item" picks from
+    looked_up = {**frame, "executed": ["verify_order"], "results": {"items": "Ceramic vase (€58.00); Lamp (€9.00)"}}
+    ask = decide(wf, interp, looked_up, {"text": ""}, [], [])
+    assert ask["kind"] == "reply" and set(ask["args"]["slots"]) == {"item", "reason"}  # not the order again
+    # without the order's details nothing can be looked up: the question comes first
+    bare = decide(wf, interp, new_frame("return_item", 1), {"text": "I want to return something"}, [], [])
+    assert bare["kind"] == "reply"
