@@ -23,7 +23,7 @@ from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
 from dialogue.understanding.requests import two_requests
-from dialogue.understanding.scope import DEPTH as SCOPE_DEPTH, load_scope, scope_features
+from dialogue.understanding.scope import load_scope, scope_features
 from graph.context import Context
 from graph.resources import get_resources, model_for
 from graph.state import State, active_workflow, search_query_of
@@ -94,7 +94,7 @@ def serves(text: str, res) -> bool:
     if gate is None or not text.strip():
         return True
     dense = [(c["workflow"], float(c["score"])) for c in
-             res.retriever.search(text, retriever="dense", strategy="flat", top_k=SCOPE_DEPTH)]
+             res.retriever.search(text, retriever="dense", strategy="flat", top_k=1)]
     interps = res.interpreters
     return gate.in_scope(scope_features(text, dense, message_words, lambda name: interps[name].vocabulary,
                                         library_words(res)))

@@ -194,7 +194,7 @@ def test_scope_features_and_gate():
 
     words = lambda t: set(t.split())  # noqa: E731
     assert scope_features("book a table", [("book_table", 0.7), ("x", 0.1)], words,
-                          lambda n: {"book", "table"}, {"book", "table", "a"}) == pytest.approx((0.7, 2 / 3, 1.0, 0.6, 0.6))
+                          lambda n: {"book", "table"}, {"book", "table", "a"}) == pytest.approx((0.7, 2 / 3, 1.0))
     assert scope_features("hi", [], words, lambda n: set()) is None
     gate = ScopeGate((10.0, 0.0), -5.0, 0.5)
     assert gate.in_scope((0.6, 0.0)) and not gate.in_scope((0.4, 0.0)) and gate.in_scope(None)

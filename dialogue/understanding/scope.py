@@ -23,8 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-FEATURES = ("dense_top", "coverage", "library_coverage", "dense_margin", "dense_lead")
-DEPTH = 10  # workflows the relative closeness is measured against
+FEATURES = ("dense_top", "coverage", "library_coverage")
 MODEL_PATH = Path(__file__).with_name("scope_model.json")
 
 
@@ -32,19 +31,15 @@ def scope_features(text: str, dense: Sequence[tuple[str, float]], words: Callabl
                    vocabulary: Callable[[str], frozenset[str] | set[str]],
                    library: frozenset[str] | set[str] = frozenset()) -> tuple[float, ...] | None:
     """(dense cosine of the nearest workflow, share of the turn's words in that workflow's vocabulary, share
-    of the turn's words in any workflow's vocabulary, its cosine ahead of the second's and of the mean of the
-    next ``DEPTH - 1``'s: a request far from every workflow stands out from none); None when nothing was retrieved.  ``dense``:
+    of the turn's words in any workflow's vocabulary); None when nothing was retrieved.  ``dense``:
     (workflow, cosine) best first; ``words``: the turn's words as the interpreter reads them;
     ``vocabulary``: a workflow's words (stems included); ``library``: every workflow's words."""
     if not dense:
         return None
     top, cosine = dense[0]
     said = words(text)
-    rest = [float(c) for _, c in dense[1:DEPTH]]
     return (float(cosine), len(said & set(vocabulary(top))) / max(1, len(said)),
-            len(said & set(library)) / max(1, len(said)),
-            float(cosine) - rest[0] if rest else 0.0,  # ahead of the next workflow
-            float(cosine) - sum(rest) / len(rest) if rest else 0.0)  # ahead of the nearest few
+            len(said & set(library)) / max(1, len(said)))
 
 
 @dataclass(frozen=True)
