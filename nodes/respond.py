@@ -2,7 +2,9 @@
 
 Appends the AIMessage (its ``response_metadata`` names the ANSWER and workflow), and — for the active
 frame — an ``answer`` stack operation: the ANSWER node executed, the slots (or condition keys) the
-reply asks for, and whether the reply completes the workflow.  Logs an assistant event.
+reply asks for, and whether the reply completes the workflow.  When the reply finishes a workflow that
+a second request of the same message waits under (``Frame.queued``), that one starts: a ``start``
+operation, and the reply goes on with its first question.  Logs an assistant event.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def asked_slots(wf: Workflow | None, procedure: Procedure | None, name: str, arg
     return unfilled or asked
 
 
+def node_of(wf: Workflow, name: str) -> str:
+    """The ANSWER node a reply named ``name`` executes in ``wf`` ("" for a reply that is no node)."""
+    return name if (wf.answer(name) is not None or name in BUILTIN_ANSWERS) else ""
+
+
 def queued_below(stack: list, frame: dict) -> dict | None:
     """The frame queued right below ``frame`` (a second request of the same message), if any."""
     at = next((i for i, f in enumerate(stack) if f.get("id") == frame.get("id")), None)
@@ -72,8 +79,7 @@ def start_queued(res, frame: dict) -> tuple[str, list[dict]]:
     name = ask.get("name") or ""
     asks = asked_slots(wf, interp.procedure, name, ask.get("args") or {}, frame.get("slots") or {},
                        interp.implied_targets(name) if name else [])
-    ops.append({"op": "answer", "frame": frame["id"], "answer": name if wf.answer(name) is not None or
-                name in BUILTIN_ANSWERS else "", "asked": asks, "done": False})
+    ops.append({"op": "answer", "frame": frame["id"], "answer": node_of(wf, name), "asked": asks, "done": False})
     return f"{lead} {ask.get('text') or ''}".strip(), ops
 
 
@@ -93,7 +99,7 @@ def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         interp = res.interpreters.get(wf.name)
         asks = asked_slots(wf, interp.procedure if interp else None, name, action.get("args") or {},
                            frame.get("slots") or {}, interp.implied_targets(name) if interp and name else [])
-        executed = name if (wf.answer(name) is not None or name in BUILTIN_ANSWERS) else ""
+        executed = node_of(wf, name)
         update["stack"] = [{"op": "answer", "frame": frame["id"], "answer": executed, "asked": asks,
                             "done": bool(action.get("completes"))}]
         after = {**frame, "executed": [*(frame.get("executed") or []), executed]} if executed else frame

@@ -4,7 +4,9 @@ Writes ``candidates`` (ranked, with scores, retriever and level) and appends to 
 either ``StartFlow(workflow=<top candidate>)`` or — when the top candidates are within
 ``context.clarify_margin`` of each other — ``Clarify(options)`` for the ``clarify`` node, or
 ``OutOfScope`` when no workflow is open and the scope gate (``dialogue.understanding.scope``,
-``context.scope_gate``) finds the turn far from every workflow.  The margin
+``context.scope_gate``) finds the turn far from every workflow.  With no workflow open, a message holding
+two requests (``dialogue.understanding.requests``: each part ranked on its own) gives two StartFlows: the
+first said, and the other ``queued`` below it.  The margin
 is in the configured retriever's score units (RRF ~1/60, cosine in [-1, 1]), or, with
 ``context.context_prior``, in the re-ranked units (top = 1 + prior).
 """
