@@ -90,3 +90,13 @@ def test_a_question_for_what_a_lookup_lists_comes_after_the_lookup():
     # without the order's details nothing can be looked up: the question comes first
     bare = decide(wf, interp, new_frame("return_item", 1), {"text": "I want to return something"}, [], [])
     assert bare["kind"] == "reply"
+
+
+def test_a_workflow_that_does_both_makes_one_request():
+    def rank(text: str):  # "both" reads a message naming both tasks, and its first part, best
+        low = text.lower()
+        scores = dict(_rank(text))
+        scores["track"] = -2.0
+        scores["both"] = (6.0 if "cancel" in low else 2.0) if "where" in low else -2.0
+        return list(scores.items())
+    assert two_requests("where is ORD-7003 and please cancel ORD-7010", "both", rank, lambda t: True) is None

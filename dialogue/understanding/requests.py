@@ -8,7 +8,8 @@ shaped to a service: the message is cut where a clause is joined on by a coordin
 the retriever node picks with.  A cut gives two requests only when each part asks for something itself (a request
 phrase or a question, not a scene-setter: "I'm leaving town soon and I need a hotel"), is served by the library
 (the scope gate) and confidently picks its own workflow (probability of its top pick), the two picks
-differ, and the whole message's pick is one of them — so a part that only adds a value to the other
+differ, the whole message's pick is one of them, and each part is surer of its pick than the whole
+message is (a workflow that does both — "check the balance and transfer" — reads the whole as surely) — so a part that only adds a value to the other
 ("book a table for 2 and make it 7pm": "make it 7pm" names no task of its own) gives no second request.
 
 ``two_requests(text, pick, rank, served)`` returns the two ``Request`` in the order they were said.
@@ -55,14 +56,19 @@ def is_request(text: str) -> bool:
     return bool(f["request"] or f["cue"] or QUESTION.search(text))
 
 
-def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
-    """The best candidate and its probability (softmax over the ranked logits)."""
+def _probabilities(scores: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Each candidate's probability (softmax over the ranked logits)."""
     if not scores:
-        return None
+        return {}
     best = max(s for _, s in scores)
     total = sum(math.exp(s - best) for _, s in scores)
-    name, score = max(scores, key=lambda x: x[1])
-    return name, math.exp(score - best) / total
+    return {name: math.exp(s - best) / total for name, s in scores}
+
+
+def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
+    """The best candidate and its probability."""
+    probs = _probabilities(scores)
+    return max(probs.items(), key=lambda x: x[1]) if probs else None
 
 
 def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str, float]]],
@@ -72,6 +78,7 @@ def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str,
     message's workflow; ``rank``: a text's candidates with their logits (the retriever's ranking);
     ``served``: is a text in the library's scope (the scope gate)."""
     best: tuple[Request, Request] | None = None
+    whole: dict[str, float] | None = None
     for head, tail in cuts(text):
         if not (is_request(head) and is_request(tail)):
             continue
@@ -80,6 +87,9 @@ def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str,
             continue
         if min(a[1], b[1]) < min_probability or not (served(head) and served(tail)):
             continue
+        whole = _probabilities(rank(text)) if whole is None else whole
+        if any(p <= whole.get(name, 0.0) for name, p in (a, b)):
+            continue  # one workflow reads the whole message as surely as the part: one request about both
         found = (Request(head, *a), Request(tail, *b))
         if best is None or min(a[1], b[1]) > min(best[0].probability, best[1].probability):
             best = found
