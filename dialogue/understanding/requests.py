@@ -50,10 +50,10 @@ def cuts(text: str) -> list[tuple[str, str]]:
 
 
 def is_request(text: str) -> bool:
-    """The part asks for something itself — a request phrase, a cue or a question (the detector's lexical
-    features) — rather than setting the scene ("I'm leaving town soon and I need a hotel")."""
-    f = lexical_features(text, "", None, None)
-    return bool(f["request"] or f["cue"] or QUESTION.search(text))
+    """The part asks for something itself — a request phrase or a question (the detector's lexical
+    features) — rather than setting the scene ("I'm leaving town soon and I need a hotel").  Not its cue
+    words ("also", "another"): they join a detail on as often as a request ("…, also the time is 21:30")."""
+    return bool(lexical_features(text, "", None, None)["request"] or QUESTION.search(text))
 
 
 def _probabilities(scores: Sequence[tuple[str, float]]) -> dict[str, float]:
