@@ -11,8 +11,11 @@ reducer) applies them —
 
 - ``{"op": "replace", "stack": [...]}``: the frame lifecycle after the turn's commands
   (``apply_commands`` only);
-- ``{"op": "call", "frame": id, "call": CallRecord, "result": {...}}``: a tool call's outcome (``tools``);
-- ``{"op": "answer", "frame": id, "answer": name, "asked": [...], "done": bool}``: a reply sent (``respond``).
+- ``{"op": "call", "frame": id, "call": CallRecord, "result": {...}, "slots": {...}}``: a tool call's outcome
+  (``tools``), with the slot values the turn's message pointed at in it (``slots``, optional);
+- ``{"op": "answer", "frame": id, "answer": name, "asked": [...], "done": bool}``: a reply sent (``respond``);
+- ``{"op": "start", "frame": id}``: a queued frame (``Frame.queued``) becomes the active one when the one
+  above it is finished (``respond``); the finished frame above it is dropped.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Frame(TypedDict, total=False):
     conditions: dict[str, bool]  # the user's answers to natural-language conditions (condition_key -> bool)
     started: int  # the turn the instance started in
     belief: dict[str, float]  # the pick's alternatives and their log-probabilities (understanding.belief)
+    queued: bool  # asked for in the same message as the frame above it: starts when that one is finished
 
 
 def new_frame(workflow: str, turn: int, slots: dict[str, Any] | None = None) -> Frame:
@@ -117,6 +121,8 @@ def _apply_call(frame: Frame, op: dict) -> Frame:
     if call.get("status") == "ok":
         frame["executed"] = [*(frame.get("executed") or []), call["api"]]
         frame["results"] = {**(frame.get("results") or {}), **(op.get("result") or {})}
+        if op.get("slots"):
+            frame["slots"] = {**(frame.get("slots") or {}), **op["slots"]}
     return frame
 
 
@@ -140,6 +146,11 @@ def merge_stack(current: list[Frame] | None, update: Iterable[dict] | dict | Non
         kind = op.get("op")
         if kind == "replace":
             stack = [Frame(**f) for f in op.get("stack") or []]
+        elif kind == "start":
+            at = next((i for i, f in enumerate(stack) if f.get("id") == op.get("frame")), None)
+            if at is not None:
+                started = Frame(**{**stack[at], "status": "active", "queued": False})
+                stack = [*stack[:at], started]
         elif kind in ("call", "answer"):
             for i, f in enumerate(stack):
                 if f.get("id") == op.get("frame"):

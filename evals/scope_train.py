@@ -2,9 +2,9 @@
 
 Rows: the first user turn with a gold workflow of every sampled SGD train and STAR train dialogue, read
 as the retriever node reads a turn with no active workflow (dense search of the turn over the whole
-library, the nearest workflow's vocabulary).  Each turn gives two rows: against its own library (label
+library, the nearest workflow's vocabulary, the library's vocabulary).  Each turn gives two rows: against its own library (label
 1: the desk has its workflow) and against the library without the gold's whole domain (label 0: a real
-request the desk has no workflow for).  A logistic regression (scikit-learn) over the gate's two
+request the desk has no workflow for).  A logistic regression (scikit-learn) over the gate's
 features; the threshold keeps ``KEEP`` of the in-scope rows on train.  The same rows on SGD dev and
 STAR dev are reported (kept in scope / turned away), never used for fitting.
 
@@ -53,7 +53,8 @@ def scope_rows(dataset: str, split: str, every: int, data: Path, cache: Path, pr
         domain = library.workflows[turn.gold].domain
         elsewhere = [(n, s) for n, s in dense if library.workflows[n].domain != domain]
         for ranking, label in ((dense, 1), (elsewhere, 0)):
-            f = scope_features(turn.text, ranking, message_words, vocab.__getitem__)
+            words = frozenset().union(*(vocab[n] for n, _ in ranking)) if ranking else frozenset()
+            f = scope_features(turn.text, ranking, message_words, vocab.__getitem__, words)
             if f is not None:
                 X.append(f), y.append(label)
     return X, y
@@ -116,8 +117,8 @@ def _write_report(report: Path, metrics: dict, rows: dict, gate) -> None:
         r = metrics["summary"].get(name) or metrics["train"].get(name)
         lines.append(f"| {name} | {r['rows']} | {r['in_scope_kept']:.3f} | {r['out_of_scope_turned_away']:.3f} |")
     m = metrics["model"]
-    lines += ["", f"Model: P(in scope) = σ({m['intercept']:.3f} + {m['coef'][0]:.3f}·dense_top + "
-              f"{m['coef'][1]:.3f}·coverage), threshold {m['threshold']:.4f}.",
+    terms = " + ".join(f"{c:.3f}·{n}" for c, n in zip(m["coef"], m["features"]))
+    lines += ["", f"Model: P(in scope) = σ({m['intercept']:.3f} + {terms}), threshold {m['threshold']:.4f}.",
               "The out-of-scope rows are hard: a request whose domain is gone still meets its neighbours "
               "(a flight against hotels and trains), so few are turned away; requests far from every workflow "
               "(small talk, jokes, the weather at a bank) are the ones the gate is for.", ""]

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import ApplyEnv, apply_all, dump
-from dialogue.frames import top
+from dialogue.frames import Frame, top
 from dialogue.turn import NAVIGATION, make_env, read_turn
 from graph.context import Context
 from graph.resources import Resources, get_resources
@@ -24,6 +24,21 @@ from graph.state import State, turn_commands
 
 def _env(res: Resources, turn: int) -> ApplyEnv:
     return make_env(turn, res.library.workflows, res.interpreters, res.today)
+
+
+def _read_queued(stack: list, start: dict, res: Resources, reading: dict, kinds: set[str], env: ApplyEnv
+                 ) -> tuple[list, list]:
+    """The queued frame of this turn reads its own part of the message (read as if it were active)."""
+    at = next((i for i, f in enumerate(stack) if f.get("queued") and f.get("workflow") == start.get("workflow")
+               and f.get("started") == env.turn), None)
+    if at is None:
+        return stack, []
+    frame = stack[at]
+    wf = res.library.workflows[frame["workflow"]]
+    alone, added = read_turn([Frame(**{**frame, "status": "active"})], wf, res.interpreters[wf.name],
+                             {**reading, "text": start.get("query") or ""}, kinds, env)
+    done = Frame(**{**alone[-1], "status": "interrupted"})
+    return [*stack[:at], done, *stack[at + 1:]], [c for c in added if c.command in ("set_slot", "correct_slot")]
 
 
 def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -39,8 +54,15 @@ def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # a turn that only navigates gives no values; one that gives up a task for a new request ("never mind
     # the table, I need a hotel in porto") gives the new task its values
     navigates = bool(kinds & NAVIGATION) and not (commands and commands[-1].get("command") == "start_flow")
+    reading = state.get("reading") or {}
+    queued = [c for c in commands if c.get("command") == "start_flow" and c.get("queued")]
+    if queued:  # two requests in one message: each frame reads the part that asked for it
+        stack, added = _read_queued(stack, queued[-1], res, reading, kinds, env)
+        first = next(c for c in commands if c.get("command") == "start_flow" and c.get("workflow") and not c.get("queued"))
+        reading = {**reading, "text": first.get("query") or reading.get("text")}
     if wf is not None and not navigates:
-        stack, added = read_turn(stack, wf, res.interpreters[wf.name], state.get("reading") or {}, kinds, env)
+        stack, more = read_turn(stack, wf, res.interpreters[wf.name], reading, kinds, env)
+        added = [*added, *more]
     update: dict[str, Any] = {"stack": [{"op": "replace", "stack": stack}]}
     if added:
         update["commands"] = dump(added)

@@ -71,13 +71,22 @@ def interrupted_turn_notes(res: Resources, state: State, reply: str) -> str:
     return " ".join(notes)
 
 
+def queued_note(res: Resources, state: State) -> str:
+    """``pattern_queued_flow`` when this turn queued a second request ("" otherwise)."""
+    queued = [c for c in turn_commands(state) if c.get("command") == "start_flow" and c.get("queued")]
+    wf = res.workflow(queued[-1].get("workflow")) if queued else None
+    return pattern_reply(res, "pattern_queued_flow", lower_first(wf.display_name))["text"] if wf is not None else ""
+
+
 def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """The proposal; a reply in a turn that follows a crash opens with the interrupted turn's report."""
+    """The proposal; a reply in a turn that follows a crash opens with the interrupted turn's report, one
+    in a turn that queued a second request says so."""
     update = _propose(state, runtime)
     proposal = update.get("proposal") or {}
     if proposal.get("kind") == "reply":
+        res = get_resources(runtime.context)
         text = proposal.get("text") or ""
-        notes = interrupted_turn_notes(get_resources(runtime.context), state, text)
+        notes = " ".join(n for n in (interrupted_turn_notes(res, state, text), queued_note(res, state)) if n)
         if notes:
             update = {"proposal": {**proposal, "text": f"{notes} {text}".strip()}}
     return update

@@ -4,7 +4,9 @@ Writes ``candidates`` (ranked, with scores, retriever and level) and appends to 
 either ``StartFlow(workflow=<top candidate>)`` or — when the top candidates are within
 ``context.clarify_margin`` of each other — ``Clarify(options)`` for the ``clarify`` node, or
 ``OutOfScope`` when no workflow is open and the scope gate (``dialogue.understanding.scope``,
-``context.scope_gate``) finds the turn far from every workflow.  The margin
+``context.scope_gate``) finds the turn far from every workflow.  With no workflow open, a message holding
+two requests (``dialogue.understanding.requests``: each part ranked on its own) gives two StartFlows: the
+first said, and the other ``queued`` below it.  The margin
 is in the configured retriever's score units (RRF ~1/60, cosine in [-1, 1]), or, with
 ``context.context_prior``, in the re-ranked units (top = 1 + prior).
 """
@@ -22,6 +24,7 @@ from dialogue.understanding.belief import initial_belief, side_question
 from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
+from dialogue.understanding.requests import two_requests
 from dialogue.understanding.scope import load_scope, scope_features
 from graph.context import Context
 from graph.resources import get_resources, model_for
@@ -78,17 +81,55 @@ def served(state: State, res) -> bool:
     """Does the library serve a turn with no open workflow at all (a search from inside one was decided by
     the detector)?  False only when the scope gate (``dialogue.understanding.scope``) says the turn is far
     from every workflow."""
-    gate = load_scope()
-    if gate is None:
-        return True
     # the user's own words, as the gate was fitted (the self-generated query may add the agent's words)
-    text = split_history(state.get("messages") or [])[0] or search_query_of(state)
-    if not text.strip():
+    return serves(split_history(state.get("messages") or [])[0] or search_query_of(state), res)
+
+
+def library_words(res) -> frozenset[str]:
+    """Every workflow's words (the scope gate's library coverage)."""
+    return frozenset().union(*(res.interpreters[n].vocabulary for n in res.library.workflows))
+
+
+def serves(text: str, res) -> bool:
+    """The scope gate on one text (True without a gate)."""
+    gate = load_scope()
+    if gate is None or not text.strip():
         return True
     dense = [(c["workflow"], float(c["score"])) for c in
              res.retriever.search(text, retriever="dense", strategy="flat", top_k=1)]
     interps = res.interpreters
-    return gate.in_scope(scope_features(text, dense, message_words, lambda name: interps[name].vocabulary))
+    return gate.in_scope(scope_features(text, dense, message_words, lambda name: interps[name].vocabulary,
+                                        library_words(res)))
+
+
+def part_ranking(ctx: Context, res, text: str) -> list[tuple[str, float]]:
+    """A part of the message ranked on its own, as a search with nothing open ranks a whole turn (the
+    learned ranker's logits over the configured retriever's, BM25's and the dense candidates)."""
+    ranker = load_ranker(ctx.switch_model)
+    if ranker is None:
+        return []
+
+    def search(kind: str) -> list[tuple[str, float]]:
+        return [(c["workflow"], float(c["score"])) for c in
+                res.retriever.search(text, retriever=kind, strategy="flat", top_k=DEPTH, fusion=ctx.fusion)]
+
+    ev = evidence(text, "", search(ctx.retriever), search("bm25"), search("dense"))
+    return ranker.picker().scores(ev, res.library, None, [], [])
+
+
+def queued_request(state: State, ctx: Context, res, pick: str, turn: int) -> list[StartFlow]:
+    """A second request in the same message (``dialogue.understanding.requests``): the first one said is
+    started, the other queued on the stack; [] when the message makes one request."""
+    text = split_history(state.get("messages") or [])[0]
+    found = two_requests(text, pick, lambda part: part_ranking(ctx, res, part), lambda part: serves(part, res)) \
+        if text and ctx.ranker else None
+    if found is None:
+        return []
+    first, second = found
+    return [StartFlow(workflow=first.workflow, query=first.text, turn=turn, source="retriever",
+                      confidence=round(first.probability, 6)),
+            StartFlow(workflow=second.workflow, query=second.text, turn=turn, source="retriever",
+                      confidence=round(second.probability, 6), queued=True)]
 
 
 def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -116,8 +157,10 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if options:
         commands = [Clarify(options=options, turn=turn)]
     elif candidates:
-        commands = [StartFlow(workflow=candidates[0]["workflow"], query=query, turn=turn, source="retriever",
-                              confidence=round(float(candidates[0].get("score", 0.0)), 6), belief=belief)]
+        # with nothing open, a message may hold two requests: the first said starts, the second waits
+        commands = (queued_request(state, ctx, res, candidates[0]["workflow"], turn) if frame is None else []) or \
+            [StartFlow(workflow=candidates[0]["workflow"], query=query, turn=turn, source="retriever",
+                       confidence=round(float(candidates[0].get("score", 0.0)), 6), belief=belief)]
     else:
         commands = []
     return {"candidates": candidates, "commands": dump(commands)}

@@ -24,7 +24,9 @@ from langgraph.types import interrupt
 
 from graph.context import Context
 from graph.resources import get_resources, ledger_of, thread_of_run
+from dialogue.commands import SetSlot, dump
 from dialogue.frames import top
+from dialogue.understanding.slots import referents, referred_values
 from graph.state import State
 from memory.effects import key_for, run_once
 from workflows.sanitize import redact_data, user_args
@@ -59,6 +61,17 @@ def earlier_calls(state: State, turn: int, name: str, args: dict) -> int:
     """Identical calls the stack already records for this turn (part of the call's key)."""
     return sum(1 for f in state.get("stack") or [] for c in f.get("calls") or []
                if c.get("turn") == turn and c.get("api") == name and c.get("args") == args)
+
+
+def referred_now(state: State, wf, frame: dict, data: dict) -> dict[str, Any]:
+    """Values of the frame's unfilled slots that this turn's message points at in what a call just
+    returned (``dialogue.understanding.slots.referred_values``): the message was read before the lookup."""
+    slots = frame.get("slots") or {}
+    unfilled = [s.name for s in wf.slots if slots.get(s.name) in (None, "") and set(referents(s.name)) & set(data)]
+    text = (state.get("reading") or {}).get("text") or ""
+    if not unfilled or not text:
+        return {}
+    return referred_values(text, wf, {**(frame.get("results") or {}), **data}, unfilled)
 
 
 def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -98,6 +111,10 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if frame is not None:
         update["stack"] = [{"op": "call", "frame": frame["id"], "result": data if status == "ok" else {},
                             "call": {"api": name, "args": args, "status": status, "turn": turn, "key": key or call_id}}]
+        referred = referred_now(state, wf, frame, data) if status == "ok" else {}
+        if referred:  # the user's words point into what the call returned ("send back the table runner")
+            update["stack"][0]["slots"] = referred
+            update["commands"] = dump(SetSlot(slot=k, value=v, confidence=0.8, turn=turn) for k, v in referred.items())
     content = json.dumps(data if status == "ok" else {"error": error, **{k: v for k, v in data.items() if k != "error"}},
                          default=str, ensure_ascii=False)
     update["messages"] = [

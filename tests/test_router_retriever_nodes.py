@@ -82,7 +82,7 @@ def test_retriever_starts_the_top_candidate_and_interrupts_the_unfinished_one(st
     belief = cmd.pop("belief")  # the learned ranker's log-probabilities over the candidates it weighed
     assert cmd == {"command": "start_flow", "turn": 2, "workflow": "book_flight",
                    "query": "I need a plane ticket to Rome", "source": "retriever",
-                   "confidence": round(out["candidates"][0]["score"], 6)}
+                   "confidence": round(out["candidates"][0]["score"], 6), "queued": False}
     assert max(belief, key=belief.get) == "book_flight" and all(v <= 0 for v in belief.values())
     stack = apply(state["stack"], out, store_dir)
     after = {"stack": stack}
@@ -194,9 +194,10 @@ def test_scope_features_and_gate():
 
     words = lambda t: set(t.split())  # noqa: E731
     assert scope_features("book a table", [("book_table", 0.7), ("x", 0.1)], words,
-                          lambda n: {"book", "table"}) == (0.7, 2 / 3)
+                          lambda n: {"book", "table"}, {"book", "table", "a"}) == pytest.approx((0.7, 2 / 3, 1.0))
     assert scope_features("hi", [], words, lambda n: set()) is None
     gate = ScopeGate((10.0, 0.0), -5.0, 0.5)
     assert gate.in_scope((0.6, 0.0)) and not gate.in_scope((0.4, 0.0)) and gate.in_scope(None)
     bundled = load_scope()
-    assert bundled is not None and len(bundled.coef) == len(FEATURES) and 0 < bundled.threshold < 0.5
+    # a model reads the first of the features (one fitted before a feature was added still loads)
+    assert bundled is not None and 2 <= len(bundled.coef) <= len(FEATURES) and 0 < bundled.threshold < 0.5

@@ -161,6 +161,11 @@ class Interpreter:
     def implied_targets(self, answer: str) -> list[str]:
         return self.implied.get(answer) or _implied_targets(self.workflow, answer)
 
+    def targets(self, answer: str) -> list[str]:
+        """The slots the procedure assigns from ``answer`` (``[a, b] = ANSWER.x()``)."""
+        return list(dict.fromkeys(t for c in self.procedure.calls() if c.kind == "ANSWER" and c.name == answer
+                                  for t in c.targets))
+
     def askers(self, slot: str) -> list[str]:
         """The workflow's own ANSWERs that collect ``slot`` (assigned in the procedure, or implied by name)."""
         return self._askers.get(slot, [])
@@ -294,6 +299,11 @@ class _Walk:
             if any(a in executed for a in askers):
                 continue  # asked once already and not understood: do not ask again, try with what we have
             if askers:
+                # a question for several values, some given already (it was passed over when a lookup ran
+                # first): asked for the rest only, not in its full words
+                rest = [t for t in self.interp.targets(askers[0]) if not self._filled(t)]
+                if slot in rest and len(rest) < len(self.interp.targets(askers[0])):
+                    return NextAction("ask", askers[0], slots=rest, line=call.line)
                 return NextAction("answer", askers[0], slots=[slot], line=call.line)
             if "request_information" not in executed:
                 return NextAction("ask", "request_information", slots=missing, line=call.line)

@@ -18,6 +18,7 @@ from workflows.semantics import values_view
 from workflows.text import humanize, message_text, render_value, role_of
 
 from ..experience import broken, provider_of, unmet
+from ..understanding.slots import referents
 from .interpreter import Interpreter, NextAction, message_words
 from .replies import OOW, cond_question, new_call_id, proposal_for
 
@@ -231,6 +232,28 @@ def prerequisite_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming:
     return None if any(same(proposal, r) for r in rejected) else proposal
 
 
+def lookup_first(wf: Workflow, interp: Interpreter, frame: dict, upcoming: NextAction, rejected: list[dict]) -> dict | None:
+    """A question for a value the workflow can look up the choices or the current value of ("which item of
+    the order", "the new day" of a booking) comes after that lookup: a reversible API not yet run, whose
+    arguments are all given, that returns a referent of an asked slot (``understanding.slots.referents``).
+    The user's answer can then point into what it returned ("the first one", "same day")."""
+    if upcoming.kind not in ("ask", "answer") or not upcoming.slots:
+        return None
+    done = set(frame.get("executed") or [])
+    for api in wf.apis:
+        if api.irreversible or api.name in done or not any(set(referents(s)) & set(api.returns)
+                                                           for s in upcoming.slots):
+            continue
+        args, missing = interp.call_args(frame, api.name)
+        if missing or any(p not in args for p in api.required_params):
+            continue
+        proposal = proposal_for(wf, NextAction("api", api.name, args=args),
+                                values_view(frame.get("slots"), frame.get("results")))
+        if not any(same(proposal, r) for r in rejected):
+            return proposal
+    return None
+
+
 def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messages: list[BaseMessage],
            rejected: list[dict], prerequisites: tuple | list = ()) -> dict:
     """The next proposal for the active frame (pure: the frame is not changed); ``prerequisites``: the
@@ -258,7 +281,7 @@ def decide(wf: Workflow, interp: Interpreter, frame: dict, reading: dict, messag
         if again is not None and not any(same(again, r) for r in rejected):
             return again
     proposal = prerequisite_first(wf, interp, frame, upcoming, prerequisites, rejected, reading.get("given") or ()) \
-        or next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
+        or lookup_first(wf, interp, frame, upcoming, rejected) or next_proposal(wf, interp, frame, reading, rejected, skip, message, last_reply(messages))
     recheck = recheck_failed(wf, frame, proposal)
     if recheck is not None and not any(same(recheck, r) for r in rejected):
         return recheck

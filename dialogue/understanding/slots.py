@@ -543,6 +543,7 @@ ENUM_LEXICON = {
     "stolen": {"stole", "stolen", "theft", "robbed", "pickpocketed"},
     "lost": {"lose", "lost", "misplaced"},
     "compromised": {"compromised", "skimmed", "hacked", "cloned"},
+    "faulty": {"broken", "damaged", "defective", "cracked", "malfunctioning"},
     "mind": {"mind"},
     "sms": {"text", "texts", "texting"},  # "text me": a text message
 }
@@ -1023,12 +1024,71 @@ WH_QUESTION = re.compile(r"(?:\W*(?:and|so|oh|also|btw|by the way|sorry|hey|ok|o
                          r"(?:what|when|where|which|who|why|how)\b(?!\s+about\b)", re.I)
 
 
+def listed(value: Any) -> list | None:
+    """``value`` as the list it holds: a list, or a text enumerating items by semicolons ("Ceramic vase
+    (€39.00); Table runner (€24.50)": each item without its parenthesised details); else None."""
+    if isinstance(value, list):
+        return value or None
+    if isinstance(value, str) and ";" in value:
+        parts = [re.sub(r"\s*\([^)]*\)\s*$", "", p).strip() for p in value.split(";")]
+        parts = [p for p in parts if p]
+        return parts if len(parts) >= 2 else None
+    return None
+
+
 def last_items(frame: dict) -> list | None:
     """The latest list an API returned (what "the second one" points into)."""
     for v in reversed(list((frame.get("results") or {}).values())):
-        if isinstance(v, list) and v:
-            return v
+        if (items := listed(v)) is not None:
+            return items
     return None
+
+
+# --- values that refer to what a lookup returned ----------------------------------------------------
+# A slot may be answered by pointing at a value the workflow can look up: an item of the order
+# ("the first one", "the table runner": ``item`` among the ``items`` a lookup lists) or the value the new
+# one replaces ("8pm same day": ``new_date`` is the booking's ``date``).  The referents of a slot follow
+# from names alone — its plural, or its name without the prefix that marks a replacement.
+_REPLACING = re.compile(r"^(?:new|updated|changed|other|different|another)_", re.I)
+
+
+def referents(slot: str) -> tuple[str, ...]:
+    """Names of the values a slot's answer may point into: the list of its kind (``items`` for ``item``)
+    or the value it replaces (``date`` for ``new_date``)."""
+    base = _REPLACING.sub("", slot)
+    return tuple(dict.fromkeys(n for n in (f"{slot}s", f"{slot}es", base) if n != slot))
+
+
+_SAME = re.compile(r"\b(?:the\s+)?same\s+([a-z]+)\b", re.I)
+
+
+def referred_values(message: str, workflow: Workflow, values: dict[str, Any], unfilled: list[str]) -> dict[str, Any]:
+    """Values for ``unfilled`` slots that ``message`` points at among ``values`` (slots and results): an item
+    of a listed value by its position ("the first one") or its name said in the message ("send back the table
+    runner"), or the value a replacing slot keeps ("same day")."""
+    out: dict[str, Any] = {}
+    said = set(_tokens(message))
+    for name in unfilled:
+        slot = workflow.slot(name)
+        if slot is None:
+            continue
+        for ref in referents(name):
+            value = values.get(ref)
+            if value in (None, ""):
+                continue
+            if (items := listed(value)) is not None:
+                pick = ordinal_pick(message, items)
+                if pick is None:  # an item named whole in the message, when only one is
+                    named = [i for i in items if (toks := set(_tokens(str(_item_value(i, name)))) - STOPWORDS)
+                             and toks <= said]
+                    pick = named[0] if len(named) == 1 else None
+                if pick is not None:
+                    out[name] = _item_value(pick, name)
+                    break
+            elif (m := _SAME.search(message)) and m.group(1).lower() in label_words(slot) | set(_tokens(ref)):
+                out[name] = value  # "same day": the value the new one replaces stays
+                break
+    return out
 
 
 def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str], turn: int,
