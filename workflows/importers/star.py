@@ -48,11 +48,12 @@ OUTCOMES = {"yes", "no", "available", "unavailable", "correct", "incorrect", "no
 _OUTCOME_RE = re.compile(r"^(query_(success|failure)|info_missing\d*)$")
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 _TYPES = {"Integer": "integer", "Boolean": "boolean", "CategoricalMultiple": "array"}
-# The wizard interface's task-independent closing replies, offered with every task (the dialogues'
-# ``ActionLabelOptions``) although only some task specs list them: ``goodbye_1`` (in 10 of the 24 specs)
-# and ``goodbye_2`` (in none; the same "Thank you and goodbye." reply).  Every imported task gets them as
-# ANSWERs outside the procedure (no precondition: a conversation may close at any turn), so the executor's
-# candidates hold the wizard's closing wherever it comes; their template is the specs' own ``goodbye_1``.
+# The wizard interface's task-independent closing replies (no task prefix; the dialogues' suggestions,
+# ``ActionLabelOptions``, offer them across tasks) although only some task specs list them: ``goodbye_1``
+# (in 10 of the 24 specs) and ``goodbye_2`` (in none; the same "Thank you and goodbye." reply).  Every
+# imported task gets them as ANSWERs outside the procedure (no precondition: a conversation may close at any
+# turn), so the executor's candidates hold the wizard's closing wherever it comes; their template is the
+# specs' own ``goodbye_1``.
 GENERIC_CLOSINGS = ("goodbye_1", "goodbye_2")
 
 
