@@ -432,6 +432,10 @@ def test_real_star_tool_runs_in_a_fresh_process(imported):
     bank = lib.get("bank_balance")
     assert bank.answer("bank_inform_balance").template == "Your current balance is ${BankBalance} in credit."
     assert bank.answer("bank_inform_balance").precondition == ["bank_balance"]
+    # the wizard interface's generic closings, in every task (bank_balance's spec lists neither)
+    for wf in lib.workflows.values():
+        assert wf.answer("goodbye_1") is not None and wf.answer("goodbye_2") is not None, wf.name
+    assert bank.answer("goodbye_2").template == "Thank you and goodbye." and bank.answer("goodbye_2").precondition == []
 
 
 def test_flowbench_enumerations_become_slot_enums():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 from ..pdl import Answer, Api, Binding, Domain, Role, Slot, Workflow
@@ -47,6 +48,13 @@ OUTCOMES = {"yes", "no", "available", "unavailable", "correct", "incorrect", "no
 _OUTCOME_RE = re.compile(r"^(query_(success|failure)|info_missing\d*)$")
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 _TYPES = {"Integer": "integer", "Boolean": "boolean", "CategoricalMultiple": "array"}
+# The wizard interface's task-independent closing replies (no task prefix; the dialogues' suggestions,
+# ``ActionLabelOptions``, offer them across tasks) although only some task specs list them: ``goodbye_1``
+# (in 10 of the 24 specs) and ``goodbye_2`` (in none; the same "Thank you and goodbye." reply).  Every
+# imported task gets them as ANSWERs outside the procedure (no precondition: a conversation may close at any
+# turn), so the executor's candidates hold the wizard's closing wherever it comes; their template is the
+# specs' own ``goodbye_1``.
+GENERIC_CLOSINGS = ("goodbye_1", "goodbye_2")
 
 
 def star_label_to_answer(label: str) -> str:
@@ -224,7 +232,16 @@ def gold_charts(data_dir: Path) -> dict[str, Flowchart]:
             for p in sorted((root / "tasks").iterdir()) if (p / f"{p.name}.json").exists()}
 
 
-def _workflow(task_dir: Path, api_path: Path) -> Workflow:
+def closing_template(root: Path) -> str:
+    """The task specs' generic closing reply (``goodbye_1``; the most common text among the specs), or ""
+    when no spec has one (then no task gets the generic closings)."""
+    texts = [json.loads((p / f"{p.name}.json").read_text(encoding="utf-8")).get("replies", {}).get(GENERIC_CLOSINGS[0])
+             for p in sorted((root / "tasks").iterdir()) if (p / f"{p.name}.json").exists()]
+    found = Counter(t for t in texts if isinstance(t, str))
+    return found.most_common(1)[0][0] if found else ""
+
+
+def _workflow(task_dir: Path, api_path: Path, closing: str = "") -> Workflow:
     task = task_dir.name
     spec = json.loads((task_dir / f"{task}.json").read_text(encoding="utf-8"))
     raw_api = json.loads(api_path.read_text(encoding="utf-8"))
@@ -250,6 +267,8 @@ def _workflow(task_dir: Path, api_path: Path) -> Workflow:
     responses_path = task_dir / "responses.json"
     responses = json.loads(responses_path.read_text(encoding="utf-8")) if responses_path.exists() else {}
     all_replies = {**replies, **{k: v for k, v in responses.items() if k not in replies and isinstance(v, str)}}
+    if closing:
+        all_replies.update({k: closing for k in GENERIC_CLOSINGS if k not in all_replies})
     answers: list[Answer] = []
     tags = ["source:star", f"star_task:{spec.get('task', task)}", f"star_db:{raw_api.get('db')}"]
     answer_of: dict[str, str] = {}
@@ -294,11 +313,12 @@ def import_star(data_dir: Path, out_dir: Path) -> Path:
 
     star_kb.register_data_dir(root)  # tools called in this process read the same data
     workflows = []
+    closing = closing_template(root)
     for task_dir in sorted(p for p in (root / "tasks").iterdir() if (p / f"{p.name}.json").exists()):
         api_path = root / "apis" / "apis" / f"{task_dir.name}.json"
         if not api_path.exists():
             raise FileNotFoundError(f"{api_path}: no API schema for STAR task {task_dir.name!r}")
-        workflows.append(_workflow(task_dir, api_path))
+        workflows.append(_workflow(task_dir, api_path, closing))
     domains = sorted({w.domain for w in workflows})
     roles: dict[str, Role] = {}
     for w in workflows:
