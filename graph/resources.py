@@ -54,6 +54,11 @@ class Resources:
         return MappingProxyType({name: Interpreter(wf) for name, wf in wfs.items()})
 
     @cached_property
+    def library_words(self) -> frozenset[str]:
+        """Every library workflow's words (the scope gate's library coverage), once per library."""
+        return frozenset().union(*(self.interpreters[n].vocabulary for n in self.library.workflows))
+
+    @cached_property
     def known_word(self):
         """Is a (lower-case) word one the agent knows: a word of the library or the patterns (stems
         included) or a common word of the embedding model's vocabulary (``memory.embeddings``)?"""

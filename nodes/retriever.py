@@ -85,11 +85,6 @@ def served(state: State, res) -> bool:
     return serves(split_history(state.get("messages") or [])[0] or search_query_of(state), res)
 
 
-def library_words(res) -> frozenset[str]:
-    """Every workflow's words (the scope gate's library coverage)."""
-    return frozenset().union(*(res.interpreters[n].vocabulary for n in res.library.workflows))
-
-
 def serves(text: str, res) -> bool:
     """The scope gate on one text (True without a gate)."""
     gate = load_scope()
@@ -99,7 +94,7 @@ def serves(text: str, res) -> bool:
              res.retriever.search(text, retriever="dense", strategy="flat", top_k=1)]
     interps = res.interpreters
     return gate.in_scope(scope_features(text, dense, message_words, lambda name: interps[name].vocabulary,
-                                        library_words(res)))
+                                        res.library_words))
 
 
 def part_ranking(ctx: Context, res, text: str) -> list[tuple[str, float]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .features import QUESTION, lexical_features
+from .ranker import log_softmax
 
 # where the next clause is joined on by a coordinating conjunction (which belongs to neither request)
 _CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)", re.I)
@@ -58,11 +59,7 @@ def is_request(text: str) -> bool:
 
 def _probabilities(scores: Sequence[tuple[str, float]]) -> dict[str, float]:
     """Each candidate's probability (softmax over the ranked logits)."""
-    if not scores:
-        return {}
-    best = max(s for _, s in scores)
-    total = sum(math.exp(s - best) for _, s in scores)
-    return {name: math.exp(s - best) / total for name, s in scores}
+    return {name: math.exp(lp) for name, lp in log_softmax(scores).items()}
 
 
 def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
