@@ -513,7 +513,9 @@ def _pick_report(out: Path, pick: dict, command: str) -> None:
     rep = Report(out, "Switch pick model — LightGBM lambdarank over the ranker's features, fitted on train")
     rep.text(f"Rows: {pick['rows']} (candidate, SEARCH turn) pairs over {pick['turns']} turns of SGD {pick['trained_on']['sgd']} "
              f"and STAR {pick['trained_on']['star']}, read as the retriever node reads them "
-             f"(`evals.switch_train.training_rows`). Reproduce: `{command}`. Dev splits were not read.")
+             f"(`evals.switch_train.training_rows`). Reproduce: `{command}`. Dev splits were not read. "
+             f"Dense z-score's sd floor (`den_sd_floor`, quantile {DEN_SD_QUANTILE:g} of the train turns' spread): "
+             f"{pick.get('den_sd_floor', 0.0):.4f}.")
     rep.table(f"Pick accuracy on held-out train dialogues (every {PICK_HOLDOUT}th, {held['turns']} turns)",
               ["model", "gold picked"], [["logistic regression (same rows, same features)",
                                           held["pick_accuracy_logistic"]],
