@@ -474,7 +474,7 @@ def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
     b = folds["chosen"]
     pick = fit_pick(*_stack(rows, lambda i: True)[:3])
     pick["blend"] = b
-    pick["den_sd_floor"] = round(floor, 6)
+    pick["den_sd_floor"] = floor
     pick["blend_folds"] = folds
     pick["held_out"] = {"turns": len(set(test_part[2])), "pick_accuracy": _accuracy(boosted, test_part[1], test_part[2]),
                         "pick_accuracy_logistic": _accuracy(linear, test_part[1], test_part[2]),

@@ -205,8 +205,8 @@ class Ranker:
     # folds of the training rows that leave whole services out (the trees alone fit the services they saw).
     blend: float = 1.0
     # The pick model's floor on the sd of the turn's dense scores (``den_z``), fitted on train and stored with
-    # it: a small desk's few near-tied candidates spread less than any train turn's, and a z-score over them
-    # would blow tiny cosine differences into large gaps.
+    # it (``evals.switch_train.den_sd_floor``): a small desk's few near-tied candidates spread less than nearly
+    # every train turn's, and a z-score over them would blow tiny cosine differences into large gaps.
     den_floor: float = 0.0
 
     def logit(self, f: dict[str, float]) -> float:
