@@ -25,10 +25,10 @@ switching configuration there, closed loop.
 5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
    on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on
    folds leaving whole services out (``blend_folds``) and monotone in what the turn says of a candidate
-   (``PICK_MONOTONE``), over ``ranker.PICK_FEATURES`` (retrieval relative to the library, no raw cosine),
-   written as ``ranker.pick``; opt-in (the bundled model has none, ``reports/switch-train-pick`` says why).
-   Fitted after the reviser (``--pick-only --no-reviser``), it was measured with the reviser fitted on the
-   linear ranker's picks.
+   (``PICK_MONOTONE``), over ``ranker.PICK_FEATURES`` (retrieval relative to the library, no raw cosine; the
+   dense z-score's sd floored at ``den_sd_floor``), written as ``ranker.pick``; the bundled model's
+   (``reports/switch-train-pick``).  Fitted after the reviser (``--pick-only --no-reviser``), it was measured
+   with the reviser fitted on the linear ranker's picks.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -428,12 +428,42 @@ def blend_folds(rows) -> dict[str, Any]:
             "accuracy": {str(b): round(a, 4) for b, a in mean.items()}, "chosen": chosen}
 
 
+# The dense sd floor (``den_sd_floor``): this quantile of the train turns' spread.  Chosen on the unseen-service
+# folds (``blend_folds``, 3,618 train turns, each floor with its own booster and share): no floor 0.673,
+# quantile 0.75 0.675, 0.95 0.677, 0.99 0.679, the largest spread 0.673 (reports/switch-train-pick).
+DEN_SD_QUANTILE = 0.99
+
+
+def den_sd_floor(rows) -> tuple[float, list]:
+    """The floor on the sd of a turn's dense scores (``Ranker.den_floor``): the ``DEN_SD_QUANTILE`` quantile
+    of the train turns' spread: ``den_z`` is a z-score only where the candidates spread more than nearly every
+    train turn's, elsewhere the cosine's distance to the candidates' mean in a fixed unit — a small desk's few
+    near-tied candidates are not blown apart into large gaps.  Returns the floor and the rows with ``den_z``
+    divided by it where the turn's sd is smaller."""
+    import numpy as np
+
+    from dialogue.understanding.ranker import ROW_FEATURES
+
+    iz, isd = ROW_FEATURES.index("den_z"), ROW_FEATURES.index("den_sd")
+    spreads = [dict(zip(dg, (r[isd] for r in dx))).values() for dx, _, dg, _ in rows]  # one per turn
+    floor = round(float(np.quantile([v for turn in spreads for v in turn], DEN_SD_QUANTILE)), 6)
+    out = []
+    for dx, *rest in rows:
+        X = np.asarray(dx, dtype=float).reshape(len(dx), len(ROW_FEATURES))
+        if floor > 0:
+            X[:, iz] *= X[:, isd] / np.maximum(X[:, isd], floor)
+        out.append((X.tolist(), *rest))
+    return floor, out
+
+
 def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
-    """Fit the pick model on per-dialogue rows [(X, y, turn ids, service per row)]: held-out pick accuracy
-    (every ``PICK_HOLDOUT``-th dialogue, against a logistic regression fitted on the same rows), the
-    booster's share chosen on folds that leave services out (``blend_folds``), then the model on all rows."""
+    """Fit the pick model on per-dialogue rows [(X, y, turn ids, service per row)]: the dense sd floor
+    (``den_sd_floor``), held-out pick accuracy (every ``PICK_HOLDOUT``-th dialogue, against a logistic
+    regression fitted on the same rows), the booster's share chosen on folds that leave services out
+    (``blend_folds``), then the model on all rows."""
     import lightgbm as lgb
 
+    floor, rows = den_sd_floor(rows)
     train_part = _stack(rows, lambda i: i % PICK_HOLDOUT)
     test_part = _stack(rows, lambda i: not i % PICK_HOLDOUT)
     held = fit_pick(*train_part[:3])
@@ -444,6 +474,7 @@ def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
     b = folds["chosen"]
     pick = fit_pick(*_stack(rows, lambda i: True)[:3])
     pick["blend"] = b
+    pick["den_sd_floor"] = floor
     pick["blend_folds"] = folds
     pick["held_out"] = {"turns": len(set(test_part[2])), "pick_accuracy": _accuracy(boosted, test_part[1], test_part[2]),
                         "pick_accuracy_logistic": _accuracy(linear, test_part[1], test_part[2]),
@@ -482,7 +513,9 @@ def _pick_report(out: Path, pick: dict, command: str) -> None:
     rep = Report(out, "Switch pick model — LightGBM lambdarank over the ranker's features, fitted on train")
     rep.text(f"Rows: {pick['rows']} (candidate, SEARCH turn) pairs over {pick['turns']} turns of SGD {pick['trained_on']['sgd']} "
              f"and STAR {pick['trained_on']['star']}, read as the retriever node reads them "
-             f"(`evals.switch_train.training_rows`). Reproduce: `{command}`. Dev splits were not read.")
+             f"(`evals.switch_train.training_rows`). Reproduce: `{command}`. Dev splits were not read. "
+             f"Dense z-score's sd floor (`den_sd_floor`, quantile {DEN_SD_QUANTILE:g} of the train turns' spread): "
+             f"{pick.get('den_sd_floor', 0.0):.4f}.")
     rep.table(f"Pick accuracy on held-out train dialogues (every {PICK_HOLDOUT}th, {held['turns']} turns)",
               ["model", "gold picked"], [["logistic regression (same rows, same features)",
                                           held["pick_accuracy_logistic"]],
@@ -716,8 +749,7 @@ def train_command(
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
     reviser_thresholds_only: bool = typer.Option(False, help="Keep the model's fitted reviser; only choose its "
                                                              "thresholds closed loop on train."),
-    pick_only: bool = typer.Option(False, help="Only fit the pick model, which the default has none of (then the "
-                                               "reviser, unless --no-reviser)."),
+    pick_only: bool = typer.Option(False, help="Only fit the pick model (then the reviser, unless --no-reviser)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
@@ -733,7 +765,7 @@ def train_command(
     if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
-    if pick_only:  # opt-in: the bundled default has no pick model (reports/switch-train-pick says why)
+    if pick_only:  # the bundled model's pick was fitted so: --pick-only --no-reviser (reports/switch-train-pick)
         p = train_pick(data, path, pick_sgd_every, pick_star_every, Path(".flowdesk/eval"))
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")

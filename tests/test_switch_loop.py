@@ -439,3 +439,44 @@ def test_the_pick_model_reads_retrieval_relative_to_the_library():
         assert high["den_raw"] != low["den_raw"]
         assert abs(high["den_z"] - low["den_z"]) < 1e-9 and abs(high["lex_z"] - low["lex_z"]) < 1e-9
     assert row(1.0, 0.0, "refund_order")["den_z"] > row(1.0, 0.0, "track_order")["den_z"]
+
+
+def test_the_dense_z_score_divides_by_at_least_the_floor_fitted_on_train():
+    """``den_z`` divides by the larger of the turn's dense sd and the model's floor (the largest sd of a train
+    turn, ``evals.switch_train.den_sd_floor``, stored as ``ranker.pick.den_sd_floor``): a small desk's few
+    near-tied candidates are not blown apart into large gaps, while a shift of every cosine (a library whose
+    cosines sit lower) still changes nothing, and neither does a scale when the spread exceeds the floor."""
+    import numpy as np
+
+    from dialogue.understanding.ranker import FEATURES, ROW_FEATURES, Ranker, evidence, features
+    from evals.switch_train import den_sd_floor
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    names = ["refund_order", "return_item", "cancel_order", "track_order"]
+
+    def den_z(dense: list[float], floor: float) -> list[float]:
+        ev = evidence("where is my order", "", list(zip(names, dense)), None, list(zip(names, dense)))
+        return [features(n, ev, lib, None, [], floor)["den_z"] for n in names]
+
+    tied = [0.51, 0.50, 0.49, 0.48]  # sd 0.011
+    assert max(den_z(tied, 0.0)) > 1.0  # a plain z-score reads a 0.015 cosine lead as > 1 sd
+    assert max(den_z(tied, 0.16)) < 0.1
+    assert np.allclose(den_z(tied, 0.16), den_z([v - 0.2 for v in tied], 0.16))
+    wide = [0.9, 0.5, 0.3, 0.1]  # sd 0.29, above the floor
+    assert np.allclose(den_z(wide, 0.16), den_z([2 * v - 0.3 for v in wide], 0.16))
+    assert np.allclose(den_z(wide, 0.16), den_z(wide, 0.0))
+
+    # the floor is a high quantile of the train turns' spreads; den_z is rescaled as the features would give it
+    ev = evidence("where is my order", "", list(zip(names, tied)), None, list(zip(names, tied)))
+    row = features("refund_order", ev, lib, None, [])
+    assert abs(row["den_sd"] - float(np.std(tied))) < 1e-9
+    rows = [([[row[k] for k in ROW_FEATURES]], [1], [0], ["x:a"]),
+            ([[{**row, "den_sd": 0.2}[k] for k in ROW_FEATURES]], [1], [0], ["x:b"])]
+    floor, scaled = den_sd_floor(rows)
+    assert 0.19 < floor < 0.2
+    iz = ROW_FEATURES.index("den_z")
+    assert abs(scaled[0][0][0][iz] - features("refund_order", ev, lib, None, [], floor)["den_z"]) < 1e-9
+    assert scaled[1][0][0][iz] == row["den_z"]  # a turn spreading more than the floor keeps its z-score
+    pick = Ranker(tuple(0.0 for _ in FEATURES), 0.0, meta={"ranker": {"pick": {"booster": "x", "den_sd_floor": floor}}})
+    assert pick.picker().den_floor == floor

@@ -20,11 +20,11 @@ slot words, enum values and offers weigh differently than at a search.
 The pick model (``ranker.pick``: LightGBM lambdarank over ``PICK_FEATURES``, monotone in what the turn
 says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
 chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
-(``Ranker.picker``).  It reads retrieval relative to the library (z-scores over the candidate rankings),
-never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries misread a small
-desk's and FlowBench's.  The bundled model has none: every variant measured lost one gate — with the cosine
-a conversation test, with cosine differences FlowBench sessions, with z-scores only the compliance eval's
-intent switches (``reports/switch-train-pick``).
+(``Ranker.picker``; the bundled model has one).  It reads retrieval relative to the library (z-scores over the
+candidate rankings), never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries
+misread a small desk's and FlowBench's.  The dense z-score divides by at least a floor fitted on train and
+stored with the model (``Ranker.den_floor``): a small desk's few near-tied candidates would otherwise be
+blown apart into large gaps (``reports/switch-train-pick``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ FEATURES = (
 # (a small desk's or FlowBench's best match scores lower than an SGD service's), so trees cut on a raw
 # cosine or on a cosine difference do not carry to another library; z-scores over the candidate rankings do.
 RELATIVE = ("den_z", "lex_z")
-ROW_FEATURES = FEATURES + RELATIVE  # the columns of a training row (``evals.switch_train.training_rows``)
+# The columns of a training row (``evals.switch_train.training_rows``): the features, and the spread of the
+# turn's dense scores, from which the pick model's sd floor is fitted (``Ranker.den_floor``).
+ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",)
 # The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
 PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE
 
@@ -105,16 +107,25 @@ def _slot_words(wf) -> set[str]:
             if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
 
 
-def _z(ranking: Sequence[tuple[str, float]], value: float) -> float:
-    """``value`` as a z-score over a ranking's scores (0 when they do not spread)."""
+def _spread(ranking: Sequence[tuple[str, float]]) -> tuple[float, float]:
+    """(mean, sd) of a ranking's scores."""
     vals = [s for _, s in ranking]
     mean = sum(vals) / len(vals)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+
+
+def _z(ranking: Sequence[tuple[str, float]], value: float, floor: float = 0.0) -> float:
+    """``value`` as a z-score over a ranking's scores, their sd taken as at least ``floor`` (0 when they do
+    not spread)."""
+    mean, sd = _spread(ranking)
+    sd = max(sd, floor)
     return (value - mean) / sd if sd > 1e-9 else 0.0
 
 
-def features(name: str, ev: Evidence, library, active: str | None, seen: Sequence[str]) -> dict[str, float]:
-    """The features of one candidate workflow for one turn (``ROW_FEATURES``)."""
+def features(name: str, ev: Evidence, library, active: str | None, seen: Sequence[str],
+             den_floor: float = 0.0) -> dict[str, float]:
+    """The features of one candidate workflow for one turn (``ROW_FEATURES``); ``den_floor``: the least sd
+    ``den_z`` divides by (``Ranker.den_floor``)."""
     wfs = library.workflows
     wf = wfs.get(name)
     act = wfs.get(active) if active else None
@@ -129,7 +140,8 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
         f["den_raw"] = float(raw) if raw is not None else float(ev.dense[-1][1])
         other = next((s for n, s in ev.dense if n != name), top)
         f["den_margin"] = (f["den_raw"] - other) if raw is not None else -1.0
-        f["den_z"] = _z(ev.dense, f["den_raw"])
+        f["den_z"] = _z(ev.dense, f["den_raw"], den_floor)
+        f["den_sd"] = _spread(ev.dense)[1]
     if ev.lexical:  # a candidate outside BM25's list scores as its last
         f["lex_z"] = _z(ev.lexical, next((s for n, s in ev.lexical if n == name), ev.lexical[-1][1]))
     f["is_active"] = float(name == active)
@@ -192,6 +204,10 @@ class Ranker:
     # The booster's share of a pick's score, (1 - blend) * linear logit + blend * booster score: chosen on
     # folds of the training rows that leave whole services out (the trees alone fit the services they saw).
     blend: float = 1.0
+    # The pick model's floor on the sd of the turn's dense scores (``den_z``), fitted on train and stored with
+    # it (``evals.switch_train.den_sd_floor``): a small desk's few near-tied candidates spread less than nearly
+    # every train turn's, and a z-score over them would blow tiny cosine differences into large gaps.
+    den_floor: float = 0.0
 
     def logit(self, f: dict[str, float]) -> float:
         return self.bias + sum(w * f.get(k, 0.0) for k, w in zip(FEATURES, self.weights))
@@ -201,7 +217,8 @@ class Ranker:
         pick = (self.meta.get("ranker") or {}).get("pick") or {}
         if not pick.get("booster") or self.booster:
             return self
-        return replace(self, booster=pick["booster"], blend=float(pick.get("blend", 1.0)))
+        return replace(self, booster=pick["booster"], blend=float(pick.get("blend", 1.0)),
+                       den_floor=float(pick.get("den_sd_floor", 0.0)))
 
     def verifier(self) -> "Ranker":
         """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
@@ -213,7 +230,7 @@ class Ranker:
                extra: Sequence[str] = ()) -> list[tuple[str, float]]:
         """Candidates with their logits, best first."""
         names = [n for n in candidates(ev, extra) if n in library.workflows]
-        rows = [features(n, ev, library, active, seen) for n in names]
+        rows = [features(n, ev, library, active, seen, self.den_floor) for n in names]
         if self.booster and rows:
             import numpy as np
 
