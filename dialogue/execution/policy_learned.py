@@ -155,6 +155,20 @@ def _cwords(text: str) -> frozenset[str]:
     return frozenset(stemmed(content_words(text)))
 
 
+@lru_cache(maxsize=4096)
+def _said(message: str) -> tuple[float, ...]:
+    """The turn features read from the user's last message alone: a question mark, closing, goodbye,
+    greeting only, its length in words (cached like ``_cwords``)."""
+    return (float("?" in message), float(bool(CLOSING_USER.search(message))), float(bool(GOODBYE.search(message))),
+            float(bool(GREETING_ONLY.match(message))) if message else 0.0, min(len(message.split()), 60))
+
+
+@lru_cache(maxsize=4096)
+def _said_words(low: str) -> tuple[str, ...]:
+    """The intent model's word inputs of a (lower-cased) message (cached like ``_cwords``)."""
+    return tuple("w=" + w for w in _INTENT_WORD.findall(low))
+
+
 def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^a-z0-9]+", re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).lower()) if w]
 
@@ -442,6 +456,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
     message = last_user_text(messages)
     low = message.lower()
+    said = _said(message)
     user_words = _cwords(message)
     n_user_words = len(user_words)
     since_user, last_type, prev_text = _messages_since_user(messages)
@@ -460,10 +475,8 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         min(len(executed), 30), sum(1 for m in messages if getattr(m, "type", "") == "human"), since_user,
         float(last_type == "tool"), float(last in is_api), last_ok, len(calls),
         _since(executed, lambda n: n in is_api), _since(executed, lambda n: n in asks),
-        float("?" in message), float(reading.get("yesno") is True), float(reading.get("yesno") is False),
-        float(bool(reading.get("info_missing"))), float(bool(CLOSING_USER.search(message))),
-        float(bool(GOODBYE.search(message))), float(bool(GREETING_ONLY.match(message))) if message else 0.0,
-        min(len(message.split()), 60),
+        said[0], float(reading.get("yesno") is True), float(reading.get("yesno") is False),
+        float(bool(reading.get("info_missing"))), *said[1:],
         (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0,
         len(cands) if n_candidates is None else n_candidates, items,
     ]
@@ -523,10 +536,10 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
                     if c.kind == "api" else st.toks + prev_tokens)
     prev2 = executed[-2] if len(executed) > 1 else ""
-    intent = ["w=" + w for w in _INTENT_WORD.findall(low)] + list(prev_tokens) + [
-        "prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))] + [
-        f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
-        f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
+    intent = [*_said_words(low), *prev_tokens,
+              *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
+              f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
+              f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
     return TurnFeatures(rows, toks, intent)
 
 
