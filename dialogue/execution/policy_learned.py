@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable
 
 from langchain_core.messages import BaseMessage
@@ -313,6 +314,9 @@ class Candidate:
         return (self.kind, self.name)
 
 
+_NO_ARGS = MappingProxyType({})  # the fixed values and arguments of a reply candidate (read-only: shared)
+
+
 def _filled(values: dict, name: str) -> bool:
     v = values.get(name)
     return v is not None and v != ""
@@ -367,7 +371,7 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: di
             continue  # the controllers' dependency check would turn it down (and it saves the features)
         seen.add(key)
         miss = [t for t in targets if not _filled(values, t)]
-        out.append(Candidate("answer", name, missing=miss,
+        out.append(Candidate("answer", name, _NO_ARGS, _NO_ARGS, miss,
                              build=lambda n=name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
     add(Candidate("oow", OOW, build=_oow_reply))
     return out
@@ -516,7 +520,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         else:
             api_f = _NO_API
         missing_t = [t for t in targets if not _filled(values, t)] if targets else targets
-        rows.append(st.kind + [
+        rows.append([*st.kind,
             float(c.is_rules), same_kind,
             run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
             last_at.get(node, -1),
