@@ -406,13 +406,13 @@ def ranker_may_call(api, args: dict, asked: set[str], frame: Frame | dict) -> bo
 
 # --- features ------------------------------------------------------------------------------------------
 
-def _sim(a: set[str], b: set[str]) -> float:
-    return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
-
-
 def _sim_n(a: set[str], n_a: int, b: set[str]) -> float:
-    """``_sim`` with ``len(a)`` given (``a`` is the same for every candidate of a turn)."""
+    """``_sim`` with ``n_a = len(a)`` given (``a`` is the same for every candidate of a turn)."""
     return len(a & b) / math.sqrt(n_a * len(b)) if n_a and b else 0.0
+
+
+def _sim(a: set[str], b: set[str]) -> float:
+    return _sim_n(a, len(a), b)
 
 
 def _since(seq: list[str], pred: Callable[[str], bool]) -> int:
