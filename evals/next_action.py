@@ -150,12 +150,14 @@ def text_classifier_labels(path: Path, library, dev_dialogues: list[dict], limit
 
 
 def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None = None,
-        workers: int = 2, policy: str = "", text: bool = False, unseen: str = "", every: int = 1) -> dict[str, Any]:
+        workers: int = 2, policy: str = "", text: bool = False, unseen: str = "", every: int = 1,
+        predictions: Path | None = None) -> dict[str, Any]:
     """The interpreter's (``offline``) and the majority baseline's scores; with ``policy`` (``auto`` or
     ``learned:PATH``) the learned policy's beside them (``learned``), with ``text`` the text classifier's,
     with ``unseen`` (``learned:PATH`` of a model trained without the zero-shot tasks) that model's on the
     zero-shot tasks (``learned_unseen``: tasks it never saw).  ``every`` > 1 scores every k-th dialogue of
-    ``split`` (a sample for development; the train-side fits are unchanged)."""
+    ``split`` (a sample for development; the train-side fits are unchanged).  ``predictions``: a JSONL file
+    with every scored turn's labels (``write_predictions``)."""
     from dialogue.execution.policy_learned import load_policy
     from workflows.importers.star import import_star
     from workflows.library import load_library
@@ -184,6 +186,8 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
             t["text"] = label
     dialogues = len(dialogues)
     elapsed = time.perf_counter() - t0
+    if predictions is not None:
+        write_predictions(turns, predictions)
     majority = majority_labels(root / "dialogues.jsonl.gz", library, limit)
     for t in turns:
         t["baseline"] = majority.get(t["task"], "hello")
@@ -228,6 +232,22 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
         "top_confusions_seen": [[g, p, n] for (g, p), n in confusions.most_common(15)],
         "published": [{"source": a, "setting": b, "figure": c} for a, b, c in PUBLISHED],
     }
+
+
+PREDICTION_KEYS = ("dialogue", "task", "gold", "pred", "pred_slots", "learned", "learned_slots", "vetoed", "ungated",
+                   "unseen", "unseen_slots", "text")
+
+
+def write_predictions(turns: list[Turn], path: Path) -> Path:
+    """One JSON line per scored turn, in replay order: its dialogue id, task and the labels (no dialogue text),
+    so two versions of a policy can be compared turn by turn (``cmp`` of the files: the same decisions)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for t in turns:
+            f.write(json.dumps({k: t[k] for k in PREDICTION_KEYS if k in t}) + "\n")
+    return path
 
 
 def summary_of(metrics: dict[str, Any]) -> dict[str, float]:
@@ -341,6 +361,8 @@ def next_action_command(
     unseen_model: str = typer.Option("", "--unseen-model", help="learned:PATH of a model trained without the "
                                                                 "zero-shot tasks (`flowdesk train executor "
                                                                 "--exclude zero-shot`), scored on those tasks."),
+    predictions: Optional[Path] = typer.Option(None, "--predictions", help="Also write every scored turn's "
+                                               "labels to this JSONL file (to compare two versions turn by turn)."),
     text: bool = typer.Option(False, "--text/--no-text", help="Also score the plain text classifier baseline "
                                                               "(fitted on the train split)."),
 ) -> None:
@@ -350,7 +372,7 @@ def next_action_command(
 
     try:
         metrics = run(data, split, limit, policy="" if model == "none" else model, text=text, unseen=unseen_model,
-                      every=every)
+                      every=every, predictions=predictions)
     except PolicyError as e:
         raise typer.BadParameter(str(e), param_hint="--model") from None
     path = write_report(metrics, out)

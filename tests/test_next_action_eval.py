@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.next_action import ZERO_SHOT_TASKS, _literal, prf, query_label
+from evals.next_action import ZERO_SHOT_TASKS, Turn, _literal, prf, query_label, write_predictions
 
 DATA = Path(os.environ.get("FLOWDESK_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
 
@@ -27,6 +27,17 @@ def test_query_labels_and_constraint_literals():
     assert _literal('"Legume"') == "Legume" and _literal("12") == 12
     assert _literal('api.is_one_of(["Sunny", "Cloudy"])') == "Sunny"
     assert len(ZERO_SHOT_TASKS) == 6
+
+
+def test_predictions_file_has_one_line_per_turn_with_labels_only(tmp_path):
+    turns = [Turn(gold="hello", pred="hello", task="bank", dialogue=7, gold_slots=[], pred_slots=[], cost=0.1,
+                  learned="query", learned_slots=["City"], vetoed=1),
+             Turn(gold="bye", pred="ask_name", task="ride", dialogue=8, gold_slots=[], pred_slots=[])]
+    lines = write_predictions(turns, tmp_path / "p" / "turns.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in lines]
+    assert [r["dialogue"] for r in rows] == [7, 8] and rows[0]["learned_slots"] == ["City"]
+    assert rows[1]["pred"] == "ask_name" and "learned" not in rows[1]
+    assert "cost" not in rows[0]  # timings differ from run to run: the file compares decisions only
 
 
 @pytest.mark.data

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable
 
 from langchain_core.messages import BaseMessage
@@ -155,6 +156,20 @@ def _cwords(text: str) -> frozenset[str]:
     return frozenset(stemmed(content_words(text)))
 
 
+@lru_cache(maxsize=4096)
+def _said(message: str) -> tuple[float, ...]:
+    """The turn features read from the user's last message alone: a question mark, closing, goodbye,
+    greeting only, its length in words (cached like ``_cwords``)."""
+    return (float("?" in message), float(bool(CLOSING_USER.search(message))), float(bool(GOODBYE.search(message))),
+            float(bool(GREETING_ONLY.match(message))) if message else 0.0, min(len(message.split()), 60))
+
+
+@lru_cache(maxsize=4096)
+def _said_words(low: str) -> tuple[str, ...]:
+    """The intent model's word inputs of a (lower-cased) message (cached like ``_cwords``)."""
+    return tuple("w=" + w for w in _INTENT_WORD.findall(low))
+
+
 def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^a-z0-9]+", re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).lower()) if w]
 
@@ -189,6 +204,7 @@ class _View:
     params: dict = field(default_factory=dict)  # API -> frozenset of its parameter names
     api_of: dict = field(default_factory=dict)  # API name -> the workflow's Api (``Workflow.api``)
     slot_names: tuple = ()  # the workflow's slots, in order
+    answer_steps: tuple = ()  # per ANSWER, in order: (name, its ``seen`` key, its preconditions, its targets)
 
     def __post_init__(self) -> None:
         self.line_pos = {ln: i for i, ln in enumerate(self.sorted_lines)}
@@ -206,11 +222,12 @@ class _View:
                 api=api, tvars=tvars, precond=list(ans.precondition if ans else api.precondition if api else []),
                 kind=[float(kind == k) for k in KINDS], line=self.lines.get(node, 0),
                 words=self.words.get(node, set()), name_words=self.name_words.get(node, set()),
+                precond_set=frozenset(ans.precondition if ans else api.precondition if api else ()),
                 head=[float("?" in template), len(tvars)], template=[
                     float(any(v in self.returns for v in tvars)), min(len(template.split()), 60)],
                 token_set=set(self.tokens.get(node) or ()),
-                toks=(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node] if kind == "answer"
-                      else ["tok=__api__"] if kind == "api" else ["tok=__" + kind + "__"]))
+                toks=(tuple(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node]) if kind == "answer"
+                      else ("tok=__api__",) if kind == "api" else ("tok=__" + kind + "__",)))
         return st
 
 
@@ -226,7 +243,8 @@ class _Static:
     head: list[float]  # "?" in the template, number of its variables
     template: list[float]  # a variable an API returns, template length
     token_set: set[str]  # the node's shared name words (``_View.tokens``)
-    toks: list[str]  # token features (an API candidate adds its fixed values)
+    toks: tuple[str, ...]  # token features (an API candidate adds its fixed values)
+    precond_set: frozenset = frozenset()  # ``precond`` as a set
 
 
 _VIEWS: dict[tuple[str, str], _View] = {}
@@ -261,7 +279,9 @@ def view_of(wf: Workflow, interp: Interpreter) -> _View:
               words, name_words, returns, frozenset(a.name for a in wf.apis),
               frozenset({a for a, t in targets.items() if t} | {"request_information"}),
               params={api.name: frozenset(api.param_names) for api in wf.apis},
-              api_of={api.name: api for api in reversed(wf.apis)}, slot_names=tuple(s.name for s in wf.slots))
+              api_of={api.name: api for api in reversed(wf.apis)}, slot_names=tuple(s.name for s in wf.slots),
+              answer_steps=tuple((a.name, ("answer", a.name), frozenset(a.precondition), tuple(targets[a.name]))
+                                 for a in wf.answers))
     _VIEWS[key] = v
     return v
 
@@ -292,6 +312,9 @@ class Candidate:
         if self.kind == "api":
             return ("api", self.name, tuple(sorted(self.fixed.items())))
         return (self.kind, self.name)
+
+
+_NO_ARGS = MappingProxyType({})  # the fixed values and arguments of a reply candidate (read-only: shared)
 
 
 def _filled(values: dict, name: str) -> bool:
@@ -343,13 +366,13 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: di
             add(Candidate("request", "request_information", missing=slots,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
-    for a in wf.answers:  # (``add`` inlined: a dozen per turn)
-        if ("answer", a.name) in seen or any(p not in executed for p in a.precondition):
+    for name, key, precondition, targets in view.answer_steps:  # (``add`` inlined: a dozen per turn)
+        if key in seen or not precondition <= executed:
             continue  # the controllers' dependency check would turn it down (and it saves the features)
-        seen.add(("answer", a.name))
-        miss = [t for t in view.targets.get(a.name, []) if not _filled(values, t)]
-        out.append(Candidate("answer", a.name, missing=miss,
-                             build=lambda n=a.name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
+        seen.add(key)
+        miss = [t for t in targets if not _filled(values, t)]
+        out.append(Candidate("answer", name, _NO_ARGS, _NO_ARGS, miss,
+                             build=lambda n=name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
     add(Candidate("oow", OOW, build=_oow_reply))
     return out
 
@@ -383,8 +406,13 @@ def ranker_may_call(api, args: dict, asked: set[str], frame: Frame | dict) -> bo
 
 # --- features ------------------------------------------------------------------------------------------
 
+def _sim_n(a: set[str], n_a: int, b: set[str]) -> float:
+    """``_sim`` with ``n_a = len(a)`` given (``a`` is the same for every candidate of a turn)."""
+    return len(a & b) / math.sqrt(n_a * len(b)) if n_a and b else 0.0
+
+
 def _sim(a: set[str], b: set[str]) -> float:
-    return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
+    return _sim_n(a, len(a), b)
 
 
 def _since(seq: list[str], pred: Callable[[str], bool]) -> int:
@@ -408,6 +436,7 @@ def _messages_since_user(messages: list[BaseMessage]) -> tuple[int, str, str]:
     return n, last_type, prev_text
 
 
+_INTENT_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")  # the intent model's words of a message
 _NO_API = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0)  # the API features of a reply
 
 
@@ -417,7 +446,7 @@ class TurnFeatures:
     and the inputs of the intent model (the same for every candidate)."""
 
     rows: list[list[float]]
-    toks: list[list[str]]
+    toks: list[tuple[str, ...]]
     intent: list[str]
 
 
@@ -431,7 +460,9 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
     message = last_user_text(messages)
     low = message.lower()
+    said = _said(message)
     user_words = _cwords(message)
+    n_user_words = len(user_words)
     since_user, last_type, prev_text = _messages_since_user(messages)
     prev_words = _cwords(prev_text)
     last = executed[-1] if executed else ""
@@ -448,14 +479,12 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         min(len(executed), 30), sum(1 for m in messages if getattr(m, "type", "") == "human"), since_user,
         float(last_type == "tool"), float(last in is_api), last_ok, len(calls),
         _since(executed, lambda n: n in is_api), _since(executed, lambda n: n in asks),
-        float("?" in message), float(reading.get("yesno") is True), float(reading.get("yesno") is False),
-        float(bool(reading.get("info_missing"))), float(bool(CLOSING_USER.search(message))),
-        float(bool(GOODBYE.search(message))), float(bool(GREETING_ONLY.match(message))) if message else 0.0,
-        min(len(message.split()), 60),
+        said[0], float(reading.get("yesno") is True), float(reading.get("yesno") is False),
+        float(bool(reading.get("info_missing"))), *said[1:],
         (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0,
         len(cands) if n_candidates is None else n_candidates, items,
     ]
-    prev_tokens = ["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))]
+    prev_tokens = tuple(["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))])
     rules = cands[0] if cands else None
     rows, toks = [], []
     runs = Counter(executed)
@@ -464,10 +493,11 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         last_at.setdefault(n, k)  # nodes run: how many steps ago they last ran (``_since``)
     last_tokens = set(view.tokens.get(last) or ())
     done = set(executed)
+    statics = view.statics
     for c in cands:
         node = c.name
         run = runs[node]
-        st = view.static(wf, c.kind, node)
+        st = statics.get((c.kind, node)) or view.static(wf, c.kind, node)
         api, tvars, precond = st.api, st.tvars, st.precond
         targets = view.targets.get(node, []) if c.kind == "answer" else list(c.missing) if c.kind == "request" else []
         line = c.site.line if c.site else st.line
@@ -490,12 +520,12 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         else:
             api_f = _NO_API
         missing_t = [t for t in targets if not _filled(values, t)] if targets else targets
-        rows.append(st.kind + [
+        rows.append([*st.kind,
             float(c.is_rules), same_kind,
             run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
             last_at.get(node, -1),
             *st.head, (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0, *st.template,
-            float(all(p in done for p in precond)), len(precond),
+            float(st.precond_set <= done), len(precond),
             len(targets), len(missing_t),
             float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)) if targets else 0.0,
             float(any(t in pending for t in targets)) if targets else 0.0, float(bool(targets) and not missing_t),
@@ -503,17 +533,17 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             line_pos[line] - first_after if line > last_line and line in line_pos else 99,
             float(line > 0),
             *api_f,
-            _sim(user_words, st.words), _sim(user_words, st.name_words),
+            _sim_n(user_words, n_user_words, st.words), _sim_n(user_words, n_user_words, st.name_words),
             _sim(prev_words, st.words) if prev_words else 0.0, _sim(last_tokens, st.token_set) if last_tokens else 0.0,
             *turn,
         ])
-        toks.append(st.toks + ["tok=" + str(v).lower() for v in c.fixed.values()] + prev_tokens
+        toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
                     if c.kind == "api" else st.toks + prev_tokens)
     prev2 = executed[-2] if len(executed) > 1 else ""
-    intent = ["w=" + w for w in re.findall(r"[a-z]+(?:'[a-z]+)?", low)] + prev_tokens + [
-        "prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))] + [
-        f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
-        f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
+    intent = [*_said_words(low), *prev_tokens,
+              *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
+              f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
+              f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
     return TurnFeatures(rows, toks, intent)
 
 
@@ -530,6 +560,7 @@ class Vectorizer:
         self._plans: dict[tuple, tuple[list[int], int, list[int]]] = {}
 
     def _plan(self, toks: tuple) -> tuple[list[int], int, list[int]]:
+        toks = tuple(toks)
         plan = self._plans.get(toks)
         if plan is None:
             at = self._targets
@@ -542,22 +573,25 @@ class Vectorizer:
         """``probs``: ``IntentModel.vector`` of the turn (None without an intent model)."""
         import numpy as np
 
-        n, nb, ni = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES)
-        X = np.zeros((n, self.width), dtype=np.float32)
+        n, nb, ni, width = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES), self.width
+        X = np.zeros((n, width), dtype=np.float32)
         if not n:
             return X
-        # (fromiter: half the time of asarray over a list of lists, the same float32 values)
-        X[:, :nb] = np.fromiter(chain.from_iterable(tf.rows), dtype=np.float32, count=n * nb).reshape(n, nb)
-        intent, rows, cols = [], [], []
-        for r, ts in enumerate(tf.toks):
-            idx, gen, at = self._plan(tuple(ts))
+        # the base and intent columns of all rows through one fromiter (half the time of asarray over a
+        # list of lists, the same float32 values), the token columns through one flat index (X is C-ordered)
+        parts, flat, plans = [], [], self._plans
+        for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
+            idx, gen, at = plans.get(ts) or self._plan(ts)
             g = probs[gen] if probs is not None and gen >= 0 else -1.0
             ps = [probs[i] for i in idx] if probs is not None else []
-            intent.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)) if ps else (-1.0, -1.0, -1.0, g, 0.0))
-            rows.extend([r] * len(at))
-            cols.extend(at)
-        X[:, nb:nb + ni] = intent
-        X[rows, cols] = 1.0
+            parts.append(row)
+            parts.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)) if ps else (-1.0, -1.0, -1.0, g, 0.0))
+            if at:
+                base = r * width
+                flat.extend([base + j for j in at])
+        X[:, :nb + ni] = np.fromiter(chain.from_iterable(parts), dtype=np.float32,
+                                     count=n * (nb + ni)).reshape(n, nb + ni)
+        X.reshape(-1)[flat] = 1.0
         return X
 
 
@@ -641,7 +675,8 @@ class LearnedPolicy:
         many the turn allows, when ``found`` holds only some of them; ``values``: the frame's)."""
         cands = found or candidates(wf, interp, frame, rules, messages, values)
         s = self.scores(features(wf, interp, frame, reading, messages, cands, n_candidates, values))
-        return [(cands[i], float(s[i])) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
+        s = s.tolist()  # (Python floats: the same values, cheaper to index than the array)
+        return [(cands[i], s[i]) for i in sorted(range(len(cands)), key=lambda i: (-s[i], i))]
 
     def rank(self, wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict,
              messages: list[BaseMessage], rules: dict) -> list[Candidate]:
@@ -692,7 +727,7 @@ class LearnedPolicy:
         eligible = [c for c in cands if not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
-        env = check_env(frame, reading, interp)  # the same for every candidate the checks look at
+        env = None  # check_env's, built for the first candidate the checks look at (the same for all)
         ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands), values)
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
@@ -701,8 +736,11 @@ class LearnedPolicy:
             p = c.make()
             if not p or any(same(p, r) for r in rejected):
                 continue
-            if c.is_rules or (allowed_now(p, wf, interp, frame, reading, env)
-                              and not _against_experience(p, prerequisites, frame)):
+            if c.is_rules:
+                return p, vetoed
+            if env is None:
+                env = check_env(frame, reading, interp)
+            if allowed_now(p, wf, interp, frame, reading, env) and not _against_experience(p, prerequisites, frame):
                 return p, vetoed
             vetoed += 1
         return rules, vetoed
@@ -725,16 +763,18 @@ def _predictor(booster) -> Callable[[Any], Any]:
         return lambda X: booster.predict(X, num_threads=1)
     params = _c_str("num_threads=1")
     dptr = ctypes.POINTER(ctypes.c_double)
+    # the constant arguments, built once: float32 (C_API_DTYPE_FLOAT32 = 0), row-major, normal scores
+    # (C_API_PREDICT_NORMAL = 0), all iterations
+    f32, cols, row_major, normal, start, all_iters = (ctypes.c_int(0), ctypes.c_int32(n_features), ctypes.c_int(1),
+                                                       ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(-1))
 
     def predict(X):
         X = np.ascontiguousarray(X, dtype=np.float32)
         if X.ndim != 2 or X.shape[1] != n_features:
             return booster.predict(X, num_threads=1)
         out, n_out = np.empty(X.shape[0], dtype=np.float64), ctypes.c_int64(0)
-        # float32 (C_API_DTYPE_FLOAT32 = 0), row-major, normal scores (C_API_PREDICT_NORMAL = 0), all iterations
-        _safe_call(fn(handle, X.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(0), ctypes.c_int32(X.shape[0]),
-                      ctypes.c_int32(n_features), ctypes.c_int(1), ctypes.c_int(0), ctypes.c_int(0),
-                      ctypes.c_int(-1), params, ctypes.byref(n_out), out.ctypes.data_as(dptr)))
+        _safe_call(fn(handle, X.ctypes.data_as(ctypes.c_void_p), f32, ctypes.c_int32(X.shape[0]), cols, row_major,
+                      normal, start, all_iters, params, ctypes.byref(n_out), out.ctypes.data_as(dptr)))
         return out
 
     return predict
