@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import typer
 
-from evals.datasets.star_actions import label_of, query_slots, replay
+from evals.datasets.star_actions import candidate_label, label_of, query_slots, replay
 from evals.report import Report
 # The STAR dialogue facts (splits, query names, constraint values) have one owner, shared with extraction.
 from workflows.extraction.star import SPLITS, iter_dialogues, query_label, star_dir  # noqa: F401
@@ -70,6 +70,12 @@ def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None
             t["cost"] = time.thread_time() - t0
             t["pred"], t["pred_slots"] = label_of(proposal), query_slots(proposal)
             if policy is not None:
+                # the ceiling of any ranker: is the wizard's action among the candidates at all (``oracle``:
+                # the gold label when it is, else the rules' own)
+                from dialogue.execution.policy_learned import candidates
+
+                labels = {candidate_label(c) for c in candidates(s.wf, s.interp, s.frame, proposal, s.messages)}
+                t["oracle"] = s.gold if s.gold in labels else t["pred"]
                 t0 = time.thread_time()
                 chosen, vetoed = policy.choice(s.wf, s.interp, s.frame, s.reading, s.messages, proposal, [])
                 t["learned_cost"] = t["cost"] + time.thread_time() - t0
@@ -203,6 +209,7 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
         if learned is not None:
             out["learned"] = prf([t["gold"] for t in sel], [t["learned"] for t in sel])
             out["learned_query_slots_exact"] = slots_exact(sel, "learned")
+            out["oracle"] = prf([t["gold"] for t in sel], [t["oracle"] for t in sel])
             # better-ranked learned choices the controllers' proposal checks turned down
             out["learned_vetoed_share"] = (sum(t["vetoed"] > 0 for t in sel) / len(sel)) if sel else float("nan")
             if sel and "ungated" in sel[0]:
@@ -218,6 +225,8 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
     tasks = sorted({t["task"] for t in turns})
     confusions = Counter((t["gold"], t["pred"]) for t in turns if t["gold"] != t["pred"]
                          and t["task"] not in ZERO_SHOT_TASKS)
+    # the wizard's actions no candidate stands for (what bounds the ``oracle`` row)
+    missing = Counter(t["gold"] for t in turns if "oracle" in t and t["oracle"] != t["gold"])
     costs = {k: sum(t.get(k, 0.0) for t in turns) / len(turns) if turns else 0.0 for k in ("cost", "learned_cost")}
     return {
         "split": split, "every": every, "dialogues": dialogues, "turns": len(turns), "seconds": round(elapsed, 1),
@@ -230,6 +239,7 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
         "per_task": {task: block([t for t in turns if t["task"] == task]) for task in tasks},
         "zero_shot_tasks": list(ZERO_SHOT_TASKS),
         "top_confusions_seen": [[g, p, n] for (g, p), n in confusions.most_common(15)],
+        "missing_from_candidates": [[g, n, sum(t["gold"] == g for t in turns)] for g, n in missing.most_common(15)],
         "published": [{"source": a, "setting": b, "figure": c} for a, b, c in PUBLISHED],
     }
 
@@ -260,7 +270,7 @@ def summary_of(metrics: dict[str, Any]) -> dict[str, float]:
             "zero_shot_weighted_f1": metrics["zero_shot"]["offline"]["weighted_f1"], "turns": metrics["turns"],
             # the other policies beside the interpreter, when they were evaluated
             **{f"{k}_{part}weighted_f1": metrics[p][k]["weighted_f1"]
-               for k in ("learned", "learned_ungated", "text") if k in o
+               for k in ("learned", "learned_ungated", "oracle", "text") if k in o
                for part, p in (("", "overall"), ("seen_", "seen"), ("zero_shot_", "zero_shot"))},
             **({"learned_unseen_zero_shot_weighted_f1": metrics["zero_shot"]["learned_unseen"]["weighted_f1"]}
                if "learned_unseen" in metrics["zero_shot"] else {}),
@@ -283,7 +293,7 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
         + ", ".join(metrics["zero_shot_tasks"]) + ".")
     rows = []
     for part in ("overall", "seen", "zero_shot"):
-        for policy in ("offline", "learned", "learned_ungated", "learned_unseen", "text", "baseline"):
+        for policy in ("offline", "learned", "learned_ungated", "learned_unseen", "oracle", "text", "baseline"):
             if policy not in metrics[part] or policy == "learned_unseen" and part != "zero_shot":
                 continue
             m = metrics[part][policy]
@@ -302,7 +312,11 @@ def write_report(metrics: dict[str, Any], out: Path) -> Path:
                  "wins; the default before the gate); the gated default changes the interpreter's label in "
                  f"{o.get('learned_override_share', float('nan')):.3f} of the turns. "
                  "`learned_unseen`: a model trained without the zero-shot tasks "
-                 f"({metrics.get('unseen_policy') or 'not evaluated'}), scored on them only.")
+                 f"({metrics.get('unseen_policy') or 'not evaluated'}), scored on them only. "
+                 "`oracle`: the best any ranker over the same candidates could do (the wizard's action when a "
+                 "candidate stands for it, else the rules' proposal).")
+        rep.table("Wizard actions no candidate stands for (most frequent)", ["gold", "missing", "of"],
+                  metrics.get("missing_from_candidates", []))
     rep.table("Per task", ["task", "zero-shot", "turns", "accuracy", "macro F1", "weighted F1", "baseline wF1",
                            "query slots exact", "learned wF1", "learned (unseen) wF1", "learned query slots exact",
                            "text wF1"],

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import typer
 
-from evals.datasets.star_actions import label_of, replay
+from evals.datasets.star_actions import candidate_label, replay
 from workflows.extraction.star import iter_dialogues, star_dir
 
 MIN_TASKS = 3
@@ -57,15 +57,6 @@ class Extracted:
 
     def tasks(self) -> list[str]:
         return sorted({t.task for t in self.turns})
-
-
-def candidate_label(c) -> str:
-    """The STAR label a candidate stands for (without building its reply text)."""
-    if c.proposal is not None:
-        return label_of(c.proposal)
-    if c.kind == "api":
-        return label_of({"kind": "tool", "args": c.fixed})
-    return label_of({"kind": "reply", "name": c.name})
 
 
 def turn_rows(step) -> TurnRows:

@@ -55,6 +55,10 @@ def test_smoke_run_on_star(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["turns"] > 20 and 0 <= metrics["overall"]["offline"]["accuracy"] <= 1
     assert metrics["summary"]["weighted_f1"] == metrics["overall"]["offline"]["weighted_f1"]
+    # the oracle over the candidates bounds every policy that picks among them (the rules' proposal is one)
+    o = metrics["overall"]
+    assert o["oracle"]["accuracy"] >= max(o["offline"]["accuracy"], o["learned"]["accuracy"])
+    assert all(n <= of for _, n, of in metrics["missing_from_candidates"])
     assert (out / "report.md").read_text().startswith("# Next-action prediction on STAR")
     assert (out / "per_task_weighted_f1.png").exists()
 

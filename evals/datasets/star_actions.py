@@ -43,6 +43,15 @@ def label_of(proposal: dict) -> str:
     return answer_to_star_label(name[2:] if name.startswith("L_L_") else name) if name.startswith("L_") else name
 
 
+def candidate_label(c) -> str:
+    """The STAR label a candidate stands for (without building its reply text)."""
+    if c.proposal is not None:
+        return label_of(c.proposal)
+    if c.kind == "api":
+        return label_of({"kind": "tool", "args": c.fixed})
+    return label_of({"kind": "reply", "name": c.name})
+
+
 def query_slots(proposal: dict) -> list[str]:
     """The constrained slots of a query proposal ([] for replies)."""
     if proposal.get("kind") != "tool":
