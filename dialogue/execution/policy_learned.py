@@ -76,11 +76,13 @@ BASE_FEATURES = [
     "params_filled", "req_missing", "api_calls", "variant_calls", "new_info", "args_same_as_last",
     "variant_index", "variant_status", "last_call_this_variant", "last_call_other_variant_ok",
     "sim_user_template", "sim_user_name", "sim_prev_template", "prev_words_shared",
-    # the turn (the same for every candidate: the ranker crosses them with the candidate's)
+    # the turn (the same for every candidate: the ranker crosses them with the candidate's; from here on,
+    # ``TURN_AT``, a matrix's columns are ``TurnFeatures.turn`` broadcast over its rows)
     "n_exec", "n_user", "since_user", "last_msg_tool", "api_just_ran", "last_api_ok", "n_api_calls",
     "since_api", "since_ask", "user_question", "user_yes", "user_no", "user_info_missing", "user_closing",
     "user_goodbye", "user_greeting", "user_words", "slots_filled", "n_candidates", "n_results",
 ]
+TURN_AT = BASE_FEATURES.index("n_exec")  # the first of the turn's features
 
 # What the user's message (and the node before) says about the kind of action due next: a logistic
 # model over the message's words predicts which shared name words (``ask``, ``bye``, ``__api__``...) the
@@ -442,12 +444,18 @@ _NO_API = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0)  # the API feature
 
 @dataclass
 class TurnFeatures:
-    """A turn's candidates as features: base rows (BASE_FEATURES order), token features per candidate,
-    and the inputs of the intent model (the same for every candidate)."""
+    """A turn's candidates as features: the candidates' own base features (BASE_FEATURES up to
+    ``TURN_AT``), the turn's (the rest of BASE_FEATURES, the same for every candidate: held once and
+    broadcast into the matrix), token features per candidate, and the inputs of the intent model."""
 
     rows: list[list[float]]
     toks: list[tuple[str, ...]]
     intent: list[str]
+    turn: list[float] = field(default_factory=list)
+
+    def row(self, i: int) -> list[float]:
+        """Candidate ``i``'s base features (BASE_FEATURES order)."""
+        return self.rows[i] + self.turn
 
 
 def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
@@ -535,7 +543,6 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             *api_f,
             _sim_n(user_words, n_user_words, st.words), _sim_n(user_words, n_user_words, st.name_words),
             _sim(prev_words, st.words) if prev_words else 0.0, _sim(last_tokens, st.token_set) if last_tokens else 0.0,
-            *turn,
         ])
         toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
                     if c.kind == "api" else st.toks + prev_tokens)
@@ -544,7 +551,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
               *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
               f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
               f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
-    return TurnFeatures(rows, toks, intent)
+    return TurnFeatures(rows, toks, intent, turn)
 
 
 class Vectorizer:
@@ -573,12 +580,13 @@ class Vectorizer:
         """``probs``: ``IntentModel.vector`` of the turn (None without an intent model)."""
         import numpy as np
 
-        n, nb, ni, width = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES), self.width
+        n, nc, nb, ni, width = len(tf.rows), TURN_AT, len(BASE_FEATURES), len(INTENT_FEATURES), self.width
         X = np.zeros((n, width), dtype=np.float32)
         if not n:
             return X
-        # the base and intent columns of all rows through one fromiter (half the time of asarray over a
-        # list of lists, the same float32 values), the token columns through one flat index (X is C-ordered)
+        # the candidates' base and intent columns of all rows through one fromiter (half the time of asarray
+        # over a list of lists, the same float32 values), the turn's columns broadcast from one vector, the
+        # token columns through one flat index (X is C-ordered)
         parts, flat, plans = [], [], self._plans
         for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
             idx, gen, at = plans.get(ts) or self._plan(ts)
@@ -589,8 +597,10 @@ class Vectorizer:
             if at:
                 base = r * width
                 flat.extend([base + j for j in at])
-        X[:, :nb + ni] = np.fromiter(chain.from_iterable(parts), dtype=np.float32,
-                                     count=n * (nb + ni)).reshape(n, nb + ni)
+        own = np.fromiter(chain.from_iterable(parts), dtype=np.float32, count=n * (nc + ni)).reshape(n, nc + ni)
+        X[:, :nc] = own[:, :nc]
+        X[:, nc:nb] = np.fromiter(tf.turn, dtype=np.float32, count=nb - nc)
+        X[:, nb:nb + ni] = own[:, nc:]
         X.reshape(-1)[flat] = 1.0
         return X
 
