@@ -331,6 +331,13 @@ def _values(frame: Frame | dict) -> dict:
 def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
                messages: list[BaseMessage], values: dict | None = None) -> list[Candidate]:
     """The actions allowed now, the rules' proposal first (``values``: the frame's, when the caller has them)."""
+    return _candidates(wf, interp, frame, rules, messages, values)[0]
+
+
+def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict, messages: list[BaseMessage],
+                values: dict | None = None, skip_answer: Callable[[str], bool] | None = None) -> tuple[list[Candidate], int]:
+    """``candidates``, without the ANSWER candidates ``skip_answer`` (of the name) passes over (a caller
+    that would never choose them need not build them), and how many were skipped."""
     values = _values(frame) if values is None else values
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
@@ -368,15 +375,19 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: di
             add(Candidate("request", "request_information", missing=slots,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
+    skipped = 0
     for name, key, precondition, targets in view.answer_steps:  # (``add`` inlined: a dozen per turn)
         if key in seen or not precondition <= executed:
             continue  # the controllers' dependency check would turn it down (and it saves the features)
         seen.add(key)
+        if skip_answer is not None and skip_answer(name):
+            skipped += 1
+            continue
         miss = [t for t in targets if not _filled(values, t)]
         out.append(Candidate("answer", name, _NO_ARGS, _NO_ARGS, miss,
                              build=lambda n=name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
     add(Candidate("oow", OOW, build=_oow_reply))
-    return out
+    return out, skipped
 
 
 def _oow_reply() -> dict:
@@ -730,15 +741,19 @@ class LearnedPolicy:
             return not c.is_rules and bool(gate and _leaves_collection(c, view, done, collecting)
                                            or c.kind != "api" and c.name == last)
 
-        cands = candidates(wf, interp, frame, rules, messages, values)
-        # only what could be chosen is scored (the ranker's cost): a passed-over candidate — one that leaves
-        # the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop) — is never
-        # taken, and a row's score does not depend on the other rows, so the order of the rest is the same
+        def answer_passed_over(name: str) -> bool:  # ``passed_over`` of an ANSWER (not the rules') by its name
+            return name == last or bool(gate and _answer_leaves_collection(name, view, done, collecting))
+
+        # only what could be chosen is built and scored (the ranker's cost): a passed-over candidate — one
+        # that leaves the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop)
+        # — is never taken, and a row's score does not depend on the other rows (the number of candidates,
+        # a turn feature, counts them all), so the order of the rest is the same
+        cands, skipped = _candidates(wf, interp, frame, rules, messages, values, answer_passed_over)
         eligible = [c for c in cands if not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
         env = None  # check_env's, built for the first candidate the checks look at (the same for all)
-        ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands), values)
+        ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands) + skipped, values)
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
@@ -801,10 +816,18 @@ def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | lis
     through only when the user's last message asks something: 0.567 on the sample, STAR sessions 0.438."""
     if c.kind == "api":
         return bool(collecting & view.params.get(c.name, frozenset()))
-    targets = view.target_sets.get(c.name, frozenset()) if c.kind == "answer" else c.missing
+    if c.kind == "answer":
+        return _answer_leaves_collection(c.name, view, executed, collecting)
+    # the rules are collecting values: only another way of asking for one of them
+    return bool(collecting) and collecting.isdisjoint(c.missing)
+
+
+def _answer_leaves_collection(name: str, view: _View, executed: frozenset[str] | list[str], collecting: set[str]) -> bool:
+    """``_leaves_collection`` of the ANSWER ``name`` (read from its name alone)."""
+    targets = view.target_sets.get(name, frozenset())
     if collecting and collecting.isdisjoint(targets):
         return True  # the rules are collecting values: only another way of asking for one of them
-    return c.kind == "answer" and bool(targets) and c.name in executed
+    return bool(targets) and name in executed
 
 
 def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:
