@@ -114,12 +114,12 @@ def test_candidates_are_the_actions_allowed_now(demo):
     # date and time are still missing: the rules' own question asks for them (no generic duplicate)
     assert cands[0].name == "ask_booking_details" and ("request", "request_information") not in names
     tf = features(wf, interp, fr, reading, messages, cands)
-    assert len(tf.rows) == len(cands) and all(len(r) == len(BASE_FEATURES) for r in tf.rows)
+    assert len(tf.rows) == len(cands) and all(len(tf.row(i)) == len(BASE_FEATURES) for i in range(len(cands)))
     # token features never carry the workflow's own name words
     assert not {t.split("=", 1)[1] for ts in tf.toks for t in ts if t.startswith("tok=")} & {"book", "table"}
     col = BASE_FEATURES.index
     api = cands.index(next(c for c in cands if c.kind == "api" and c.name == "check_availability"))
-    assert tf.rows[api][col("req_missing")] == 2 and tf.rows[api][col("params_filled")] == 0.5
+    assert tf.row(api)[col("req_missing")] == 2 and tf.row(api)[col("params_filled")] == 0.5
 
 
 def test_the_user_just_gave_this_slot_and_the_yes_no_reading(demo):
@@ -129,11 +129,11 @@ def test_the_user_just_gave_this_slot_and_the_yes_no_reading(demo):
     cands = candidates(wf, interp, fr, rules, messages)
     tf = features(wf, interp, fr, reading, messages, cands)
     ask = cands.index(next(c for c in cands if c.name == "ask_booking_details"))
-    assert tf.rows[ask][BASE_FEATURES.index("target_just_given")] == 1.0
-    assert tf.rows[ask][BASE_FEATURES.index("last_is_this")] == 1.0
+    assert tf.row(ask)[BASE_FEATURES.index("target_just_given")] == 1.0
+    assert tf.row(ask)[BASE_FEATURES.index("last_is_this")] == 1.0
     interp, fr, reading, messages, rules = _state(wf, "yes please")
     cands = candidates(wf, interp, fr, rules, messages)
-    row = features(wf, interp, fr, reading, messages, cands).rows[0]
+    row = features(wf, interp, fr, reading, messages, cands).row(0)
     assert (row[BASE_FEATURES.index("user_yes")], row[BASE_FEATURES.index("user_no")]) == (1.0, 0.0)
 
 

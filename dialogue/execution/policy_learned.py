@@ -76,11 +76,13 @@ BASE_FEATURES = [
     "params_filled", "req_missing", "api_calls", "variant_calls", "new_info", "args_same_as_last",
     "variant_index", "variant_status", "last_call_this_variant", "last_call_other_variant_ok",
     "sim_user_template", "sim_user_name", "sim_prev_template", "prev_words_shared",
-    # the turn (the same for every candidate: the ranker crosses them with the candidate's)
+    # the turn (the same for every candidate: the ranker crosses them with the candidate's; from here on,
+    # ``TURN_AT``, a matrix's columns are ``TurnFeatures.turn`` broadcast over its rows)
     "n_exec", "n_user", "since_user", "last_msg_tool", "api_just_ran", "last_api_ok", "n_api_calls",
     "since_api", "since_ask", "user_question", "user_yes", "user_no", "user_info_missing", "user_closing",
     "user_goodbye", "user_greeting", "user_words", "slots_filled", "n_candidates", "n_results",
 ]
+TURN_AT = BASE_FEATURES.index("n_exec")  # the first of the turn's features
 
 # What the user's message (and the node before) says about the kind of action due next: a logistic
 # model over the message's words predicts which shared name words (``ask``, ``bye``, ``__api__``...) the
@@ -105,9 +107,14 @@ class IntentModel(BaseModel):
             cache["W"] = np.asarray(self.coef, dtype=np.float32).T  # inputs x targets
             cache["b"] = np.asarray(self.bias, dtype=np.float32)
             cache["col"] = {n: i for i, n in enumerate(self.inputs)}
-        idx = [cache["col"][x] for x in dict.fromkeys(inputs) if x in cache["col"]]
-        z = cache["b"] + (cache["W"][idx].sum(axis=0) if idx else 0.0)
-        return (1.0 / (1.0 + np.exp(-z))).tolist()
+        col = cache["col"]
+        idx = [col[x] for x in dict.fromkeys(inputs) if x in col]
+        z = cache["b"] + cache["W"][idx].sum(axis=0) if idx else cache["b"].copy()
+        # 1 / (1 + exp(-z)) in place: the same float32 operations, without an array per step
+        np.negative(z, out=z)
+        np.exp(z, out=z)
+        z += 1.0
+        return np.divide(1.0, z, out=z).tolist()
 
 
 class Gate(BaseModel):
@@ -329,6 +336,13 @@ def _values(frame: Frame | dict) -> dict:
 def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict,
                messages: list[BaseMessage], values: dict | None = None) -> list[Candidate]:
     """The actions allowed now, the rules' proposal first (``values``: the frame's, when the caller has them)."""
+    return _candidates(wf, interp, frame, rules, messages, values)[0]
+
+
+def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict, messages: list[BaseMessage],
+                values: dict | None = None, skip_answer: Callable[[str], bool] | None = None) -> tuple[list[Candidate], int]:
+    """``candidates``, without the ANSWER candidates ``skip_answer`` (of the name) passes over (a caller
+    that would never choose them need not build them), and how many were skipped."""
     values = _values(frame) if values is None else values
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
@@ -366,15 +380,19 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: di
             add(Candidate("request", "request_information", missing=slots,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
+    skipped = 0
     for name, key, precondition, targets in view.answer_steps:  # (``add`` inlined: a dozen per turn)
         if key in seen or not precondition <= executed:
             continue  # the controllers' dependency check would turn it down (and it saves the features)
         seen.add(key)
+        if skip_answer is not None and skip_answer(name):
+            skipped += 1
+            continue
         miss = [t for t in targets if not _filled(values, t)]
         out.append(Candidate("answer", name, _NO_ARGS, _NO_ARGS, miss,
                              build=lambda n=name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
     add(Candidate("oow", OOW, build=_oow_reply))
-    return out
+    return out, skipped
 
 
 def _oow_reply() -> dict:
@@ -442,12 +460,18 @@ _NO_API = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0)  # the API feature
 
 @dataclass
 class TurnFeatures:
-    """A turn's candidates as features: base rows (BASE_FEATURES order), token features per candidate,
-    and the inputs of the intent model (the same for every candidate)."""
+    """A turn's candidates as features: the candidates' own base features (BASE_FEATURES up to
+    ``TURN_AT``), the turn's (the rest of BASE_FEATURES, the same for every candidate: held once and
+    broadcast into the matrix), token features per candidate, and the inputs of the intent model."""
 
     rows: list[list[float]]
     toks: list[tuple[str, ...]]
     intent: list[str]
+    turn: list[float] = field(default_factory=list)
+
+    def row(self, i: int) -> list[float]:
+        """Candidate ``i``'s base features (BASE_FEATURES order)."""
+        return self.rows[i] + self.turn
 
 
 def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
@@ -535,7 +559,6 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             *api_f,
             _sim_n(user_words, n_user_words, st.words), _sim_n(user_words, n_user_words, st.name_words),
             _sim(prev_words, st.words) if prev_words else 0.0, _sim(last_tokens, st.token_set) if last_tokens else 0.0,
-            *turn,
         ])
         toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
                     if c.kind == "api" else st.toks + prev_tokens)
@@ -544,7 +567,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
               *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
               f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
               f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
-    return TurnFeatures(rows, toks, intent)
+    return TurnFeatures(rows, toks, intent, turn)
 
 
 class Vectorizer:
@@ -573,12 +596,13 @@ class Vectorizer:
         """``probs``: ``IntentModel.vector`` of the turn (None without an intent model)."""
         import numpy as np
 
-        n, nb, ni, width = len(tf.rows), len(BASE_FEATURES), len(INTENT_FEATURES), self.width
+        n, nc, nb, ni, width = len(tf.rows), TURN_AT, len(BASE_FEATURES), len(INTENT_FEATURES), self.width
         X = np.zeros((n, width), dtype=np.float32)
         if not n:
             return X
-        # the base and intent columns of all rows through one fromiter (half the time of asarray over a
-        # list of lists, the same float32 values), the token columns through one flat index (X is C-ordered)
+        # the candidates' base and intent columns of all rows through one fromiter (half the time of asarray
+        # over a list of lists, the same float32 values), the turn's columns broadcast from one vector, the
+        # token columns through one flat index (X is C-ordered)
         parts, flat, plans = [], [], self._plans
         for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
             idx, gen, at = plans.get(ts) or self._plan(ts)
@@ -589,8 +613,10 @@ class Vectorizer:
             if at:
                 base = r * width
                 flat.extend([base + j for j in at])
-        X[:, :nb + ni] = np.fromiter(chain.from_iterable(parts), dtype=np.float32,
-                                     count=n * (nb + ni)).reshape(n, nb + ni)
+        own = np.fromiter(chain.from_iterable(parts), dtype=np.float32, count=n * (nc + ni)).reshape(n, nc + ni)
+        X[:, :nc] = own[:, :nc]
+        X[:, nc:nb] = np.fromiter(tf.turn, dtype=np.float32, count=nb - nc)
+        X[:, nb:nb + ni] = own[:, nc:]
         X.reshape(-1)[flat] = 1.0
         return X
 
@@ -720,15 +746,19 @@ class LearnedPolicy:
             return not c.is_rules and bool(gate and _leaves_collection(c, view, done, collecting)
                                            or c.kind != "api" and c.name == last)
 
-        cands = candidates(wf, interp, frame, rules, messages, values)
-        # only what could be chosen is scored (the ranker's cost): a passed-over candidate — one that leaves
-        # the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop) — is never
-        # taken, and a row's score does not depend on the other rows, so the order of the rest is the same
+        def answer_passed_over(name: str) -> bool:  # ``passed_over`` of an ANSWER (not the rules') by its name
+            return name == last or bool(gate and _answer_leaves_collection(name, view, done, collecting))
+
+        # only what could be chosen is built and scored (the ranker's cost): a passed-over candidate — one
+        # that leaves the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop)
+        # — is never taken, and a row's score does not depend on the other rows (the number of candidates,
+        # a turn feature, counts them all), so the order of the rest is the same
+        cands, skipped = _candidates(wf, interp, frame, rules, messages, values, answer_passed_over)
         eligible = [c for c in cands if not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
         env = None  # check_env's, built for the first candidate the checks look at (the same for all)
-        ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands), values)
+        ranked = self.scored(wf, interp, frame, reading, messages, rules, eligible, len(cands) + skipped, values)
         base = next((s for c, s in ranked if c.is_rules), math.inf)
         for c, score in ranked:
             if not c.is_rules and score - base < margin and not rules_rejected:
@@ -762,9 +792,9 @@ def _predictor(booster) -> Callable[[Any], Any]:
     except (ImportError, AttributeError):
         return lambda X: booster.predict(X, num_threads=1)
     params = _c_str("num_threads=1")
-    dptr = ctypes.POINTER(ctypes.c_double)
     # the constant arguments, built once: float32 (C_API_DTYPE_FLOAT32 = 0), row-major, normal scores
-    # (C_API_PREDICT_NORMAL = 0), all iterations
+    # (C_API_PREDICT_NORMAL = 0), all iterations; the arrays' addresses as plain pointers (``ndarray.ctypes.data``:
+    # a third of the cost of ``data_as``, the function declares no argument types)
     f32, cols, row_major, normal, start, all_iters = (ctypes.c_int(0), ctypes.c_int32(n_features), ctypes.c_int(1),
                                                        ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(-1))
 
@@ -773,8 +803,8 @@ def _predictor(booster) -> Callable[[Any], Any]:
         if X.ndim != 2 or X.shape[1] != n_features:
             return booster.predict(X, num_threads=1)
         out, n_out = np.empty(X.shape[0], dtype=np.float64), ctypes.c_int64(0)
-        _safe_call(fn(handle, X.ctypes.data_as(ctypes.c_void_p), f32, ctypes.c_int32(X.shape[0]), cols, row_major,
-                      normal, start, all_iters, params, ctypes.byref(n_out), out.ctypes.data_as(dptr)))
+        _safe_call(fn(handle, ctypes.c_void_p(X.ctypes.data), f32, ctypes.c_int32(X.shape[0]), cols, row_major,
+                      normal, start, all_iters, params, ctypes.byref(n_out), ctypes.c_void_p(out.ctypes.data)))
         return out
 
     return predict
@@ -791,10 +821,18 @@ def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | lis
     through only when the user's last message asks something: 0.567 on the sample, STAR sessions 0.438."""
     if c.kind == "api":
         return bool(collecting & view.params.get(c.name, frozenset()))
-    targets = view.target_sets.get(c.name, frozenset()) if c.kind == "answer" else c.missing
+    if c.kind == "answer":
+        return _answer_leaves_collection(c.name, view, executed, collecting)
+    # the rules are collecting values: only another way of asking for one of them
+    return bool(collecting) and collecting.isdisjoint(c.missing)
+
+
+def _answer_leaves_collection(name: str, view: _View, executed: frozenset[str] | list[str], collecting: set[str]) -> bool:
+    """``_leaves_collection`` of the ANSWER ``name`` (read from its name alone)."""
+    targets = view.target_sets.get(name, frozenset())
     if collecting and collecting.isdisjoint(targets):
         return True  # the rules are collecting values: only another way of asking for one of them
-    return c.kind == "answer" and bool(targets) and c.name in executed
+    return bool(targets) and name in executed
 
 
 def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:
