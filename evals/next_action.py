@@ -57,6 +57,7 @@ def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None
     the offline executor's ``decide`` — the code the graph's ``apply_commands`` and ``executor`` nodes
     run — and, given a learned ``policy``, its choice from the same state (the executor node's hook); on
     the zero-shot tasks also the choice of ``unseen``, a model trained without them (``unseen`` key)."""
+    from dialogue.execution.policy_learned import candidates
     from dialogue.execution.policy_offline import decide
 
     turns: list[Turn] = []
@@ -72,8 +73,6 @@ def evaluate_dialogue(d: dict, library, predict: bool = True, policy: Any = None
             if policy is not None:
                 # the ceiling of any ranker: is the wizard's action among the candidates at all (``oracle``:
                 # the gold label when it is, else the rules' own)
-                from dialogue.execution.policy_learned import candidates
-
                 labels = {candidate_label(c) for c in candidates(s.wf, s.interp, s.frame, proposal, s.messages)}
                 t["oracle"] = s.gold if s.gold in labels else t["pred"]
                 t0 = time.thread_time()

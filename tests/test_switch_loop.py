@@ -442,8 +442,8 @@ def test_the_pick_model_reads_retrieval_relative_to_the_library():
 
 
 def test_the_dense_z_score_divides_by_at_least_the_floor_fitted_on_train():
-    """``den_z`` divides by the larger of the turn's dense sd and the model's floor (the largest sd of a train
-    turn, ``evals.switch_train.den_sd_floor``, stored as ``ranker.pick.den_sd_floor``): a small desk's few
+    """``den_z`` divides by the larger of the turn's dense sd and the model's floor (a high quantile of the train
+    turns' sd, ``evals.switch_train.den_sd_floor``, stored as ``ranker.pick.den_sd_floor``): a small desk's few
     near-tied candidates are not blown apart into large gaps, while a shift of every cosine (a library whose
     cosines sit lower) still changes nothing, and neither does a scale when the spread exceeds the floor."""
     import numpy as np

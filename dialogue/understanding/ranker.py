@@ -114,10 +114,10 @@ def _spread(ranking: Sequence[tuple[str, float]]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
 
 
-def _z(ranking: Sequence[tuple[str, float]], value: float, floor: float = 0.0) -> float:
-    """``value`` as a z-score over a ranking's scores, their sd taken as at least ``floor`` (0 when they do
-    not spread)."""
-    mean, sd = _spread(ranking)
+def _z(spread: tuple[float, float], value: float, floor: float = 0.0) -> float:
+    """``value`` as a z-score over a ranking's scores (their ``_spread``), the sd taken as at least ``floor``
+    (0 when they do not spread)."""
+    mean, sd = spread
     sd = max(sd, floor)
     return (value - mean) / sd if sd > 1e-9 else 0.0
 
@@ -140,10 +140,11 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
         f["den_raw"] = float(raw) if raw is not None else float(ev.dense[-1][1])
         other = next((s for n, s in ev.dense if n != name), top)
         f["den_margin"] = (f["den_raw"] - other) if raw is not None else -1.0
-        f["den_z"] = _z(ev.dense, f["den_raw"], den_floor)
-        f["den_sd"] = _spread(ev.dense)[1]
+        spread = _spread(ev.dense)
+        f["den_z"] = _z(spread, f["den_raw"], den_floor)
+        f["den_sd"] = spread[1]
     if ev.lexical:  # a candidate outside BM25's list scores as its last
-        f["lex_z"] = _z(ev.lexical, next((s for n, s in ev.lexical if n == name), ev.lexical[-1][1]))
+        f["lex_z"] = _z(_spread(ev.lexical), next((s for n, s in ev.lexical if n == name), ev.lexical[-1][1]))
     f["is_active"] = float(name == active)
     if wf is None:
         return {k: f.get(k, 0.0) for k in ROW_FEATURES}
