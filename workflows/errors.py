@@ -61,33 +61,43 @@ def yaml_limit_problem(text: str) -> YamlLimitError | None:
     depth = aliases = nodes = 0
     anchors: dict[str, int] = {}
     open_nodes: list[tuple[str | None, int]] = []
-    for ev in yaml.parse(text, Loader=_LOADER):
-        line = ev.start_mark.line + 1 if ev.start_mark else None
-        if isinstance(ev, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_YAML_DEPTH:
-                return YamlLimitError(line, f"nesting deeper than the limit of {MAX_YAML_DEPTH} levels")
-            open_nodes.append((ev.anchor, nodes))
-            nodes += 1
-        elif isinstance(ev, yaml.CollectionEndEvent):
-            depth -= 1
-            anchor, start = open_nodes.pop()
-            if anchor:
-                anchors[anchor] = nodes - start
-        elif isinstance(ev, yaml.ScalarEvent):
-            nodes += 1
-            if ev.anchor:
-                anchors[ev.anchor] = 1
-        elif isinstance(ev, yaml.AliasEvent):
-            if any(anchor == ev.anchor for anchor, _ in open_nodes):
-                return YamlLimitError(line, f"alias *{ev.anchor} is inside the node it names (a cycle)")
-            aliases += 1
-            if aliases > MAX_YAML_ALIASES:
-                return YamlLimitError(line, f"more than the limit of {MAX_YAML_ALIASES} aliases (*name)")
-            nodes += anchors.get(ev.anchor, 1)
-        if nodes > MAX_YAML_NODES:
-            return YamlLimitError(line, f"more than {MAX_YAML_NODES:,} values once aliases are expanded "
-                                        f"(an alias bomb?)")
+    try:
+        for ev in yaml.parse(text, Loader=_LOADER):
+            line = ev.start_mark.line + 1 if ev.start_mark else None
+            if isinstance(ev, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    return YamlLimitError(line, f"nesting deeper than the limit of {MAX_YAML_DEPTH} levels")
+                open_nodes.append((ev.anchor, nodes))
+                nodes += 1
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                depth -= 1
+                anchor, start = open_nodes.pop()
+                if anchor:
+                    anchors[anchor] = nodes - start
+            elif isinstance(ev, yaml.ScalarEvent):
+                nodes += 1
+                if ev.anchor:
+                    anchors[ev.anchor] = 1
+            elif isinstance(ev, yaml.AliasEvent):
+                if any(anchor == ev.anchor for anchor, _ in open_nodes):
+                    return YamlLimitError(line, f"alias *{ev.anchor} is inside the node it names (a cycle)")
+                aliases += 1
+                if aliases > MAX_YAML_ALIASES:
+                    return YamlLimitError(line, f"more than the limit of {MAX_YAML_ALIASES} aliases (*name)")
+                nodes += anchors.get(ev.anchor, 1)
+            if nodes > MAX_YAML_NODES:
+                return YamlLimitError(line, f"more than {MAX_YAML_NODES:,} values once aliases are expanded "
+                                            f"(an alias bomb?)")
+    except yaml.MarkedYAMLError as exc:
+        # libyaml (with PyYAML >= 6.0.4) stops at a nesting limit of its own while it scans ahead of the
+        # events this loop reads, so a deep file is stopped there before it reaches ours: the same limit
+        # crossed, named as ours; any other error is the file's syntax
+        if "nesting depth" not in (exc.problem or ""):
+            raise
+        mark = exc.problem_mark
+        return YamlLimitError(mark.line + 1 if mark else None,
+                              f"nesting deeper than the limit of {MAX_YAML_DEPTH} levels")
     return None
 
 
