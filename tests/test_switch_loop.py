@@ -206,7 +206,7 @@ def _reviser_rows(ctx, text: str):
 
 
 def test_the_reviser_compares_each_alternative_with_the_active_pick(agent_context):
-    from dialogue.understanding.belief import REVISER_FEATURES, revise_choice
+    from dialogue.understanding.belief import ANSWER, REVISER_FEATURES, revise_choice
 
     rows = _reviser_rows(agent_context, "my card was stolen, please block it")
     assert "block_card" in rows and "check_balance" not in rows  # alternatives only, the belief's among them
@@ -235,6 +235,11 @@ def test_the_reviser_compares_each_alternative_with_the_active_pick(agent_contex
     assert revise_choice(reviser, [("block_card", unspoken)])[0] is None
     assert revise_choice({**reviser, "threshold_unspoken": 0.5}, [("block_card", unspoken)])[0] == "block_card"
     assert revise_choice({**reviser, "threshold_unspoken": 0.999}, [("block_card", unspoken)])[0] is None
+    # one that only what was said before an answer points to needs the third; without one, never
+    answered = {**unspoken, ANSWER: 1.0}
+    assert revise_choice({**reviser, "threshold_unspoken": 0.5}, [("block_card", answered)])[0] is None
+    assert revise_choice({**reviser, "threshold_answer": 0.5}, [("block_card", answered)])[0] == "block_card"
+    assert revise_choice({**reviser, "threshold_answer": 0.999}, [("block_card", answered)])[0] is None
 
 
 def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
@@ -270,11 +275,12 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
 
 def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     """``reviser_candidates`` is the one filter between ``reviser_rows`` and the reviser, at serve time and
-    for the training rows: none on an answer to a yes/no question, only alternatives the turn speaks of on
-    a turn that follows a question (the procedure's or the agent's words), every alternative otherwise (the
-    reviser's two thresholds then tell the alternatives the turn speaks of from the others)."""
+    for the training rows: none on an answer to a yes/no question; on a turn that follows a question (the
+    procedure's or the agent's words) the alternatives the turn does not speak of are marked ``ANSWER``
+    (their own threshold); every alternative unmarked otherwise (the reviser's thresholds then tell the
+    alternatives the turn speaks of from the others)."""
     from dialogue.frames import new_frame
-    from dialogue.understanding.belief import reviser_candidates
+    from dialogue.understanding.belief import ANSWER, is_correction, reviser_candidates
     from dialogue.understanding.ranker import evidence, load_ranker
     from graph.resources import get_resources
     from nodes.detector import dense_scorer, retriever_scorer
@@ -283,20 +289,20 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     scorer = retriever_scorer(res.retriever)
 
     def names(text: str, asked: list[str], question: str = "Is it the checking account? (yes/no)") -> list[str]:
+        """The alternatives weighed without the answer's threshold."""
         frame = {**new_frame("check_balance", 1), "belief": {"check_balance": -0.4, "block_card": -1.2},
                  "asked": asked}
         msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
         rows = reviser_candidates(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
                                   scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever))
-        if asked or "?" in question:
-            assert all(f["speaks_turn"] == 1.0 for _, f in rows)
-        return [n for n, _ in rows]
+        follows = bool(asked) or "?" in question or is_correction(text)
+        assert all(f[ANSWER] == float(follows and not f["speaks_turn"]) for _, f in rows)
+        return [n for n, f in rows if not f[ANSWER]]
 
     assert "block_card" in names("my card was stolen, please block it", [])
     assert "block_card" in names("my card was stolen, please block it", ["account_type"])
     assert names("C-1001", ["customer_id"]) == []  # the answer to the value asked names no other task
     assert names("C-1001", [], "What is your customer number?") == []  # the agent's own question
-    # nothing asked (a statement from the agent): every alternative is weighed
     assert "block_card" in names("C-1001", [], "Here is what I found.")
     assert names("wait, I meant C-1001", [], "Here is what I found.") == []  # a corrected value, not the pick
     assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []

@@ -163,6 +163,8 @@ REVISER_FEATURES = (
     "user_cover", "agent_cover", "speaks_turn", "speaks_acc", "correction", "since", "same_domain", "same_role",
     "agent_last_cover", "dense_acc_gap", "dense_agent_gap",
 )
+# Row mark (not a feature): the turn answers the agent or corrects a value and does not speak of the alternative.
+ANSWER = "answers_unspoken"
 ACC_DEPTH = 5  # alternatives taken from the ranking of everything said since the pick
 DENSE_TURNS = 4  # the user's turns since the pick that are embedded (the encoder's cost grows with length)
 
@@ -271,18 +273,19 @@ def reviser_rows(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Seque
 def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Sequence, library, scorer,
                        seen: Sequence[str], belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
     """The rows the reviser decides on (``reviser_rows``): none when the turn answers the pending yes/no
-    question; on a turn that follows a question (``answers_agent``) or corrects something, only the
-    alternatives the turn itself speaks of — an answer ("tomas@example.com") or a corrected value ("sorry,
-    I meant the 11th") says nothing of another task, and words of a digression since the pick belong to
-    that digression; every alternative otherwise, the reviser's ``threshold_unspoken`` then deciding on
-    those the turn does not speak of.  Its training rows are these very rows
-    (``evals.switch_train.reviser_rows_closed_loop``)."""
+    question.  On a turn that follows a question (``answers_agent``) or corrects something, an alternative
+    the turn itself does not speak of is marked ``ANSWER``: an answer ("tomas@example.com") or a corrected
+    value ("sorry, I meant the 11th") says little of another task, and words of a digression since the pick
+    belong to that digression, so such a row needs the reviser's ``threshold_answer`` (none = never).
+    Yet on STAR, where nearly every agent turn asks something, most wrong picks the agent stayed on were
+    only ever answered, never re-requested: without that threshold they could not be left.  Its training
+    rows are these very rows (``evals.switch_train.reviser_rows_closed_loop``)."""
     if answers_question(frame, ev_turn.text):
         return []
     rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
     # a correction naming no other task ("wait, I meant checking") corrects a value, not the pick
     guarded = answers_agent(frame, ev_turn.agent) or is_correction(ev_turn.text)
-    return [(n, f) for n, f in rows if f["speaks_turn"]] if guarded else rows
+    return [(n, {**f, ANSWER: float(guarded and not f["speaks_turn"])}) for n, f in rows]
 
 
 def answers_agent(frame: dict, agent: str) -> bool:
@@ -310,9 +313,9 @@ def revise_choice(reviser: dict, rows: Sequence[tuple[str, dict[str, float]]]) -
     booster = _booster(reviser["booster"])
     import numpy as np
 
+    names = reviser.get("features") or REVISER_FEATURES  # the features the booster was fitted on
     # one thread: a handful of rows per turn, where LightGBM's thread pool costs far more than it saves
-    probs = booster.predict(np.array([[f.get(k, 0.0) for k in REVISER_FEATURES] for _, f in rows]),
-                            num_threads=1)
+    probs = booster.predict(np.array([[f.get(k, 0.0) for k in names] for _, f in rows]), num_threads=1)
     passes = [j for j in range(len(rows)) if probs[j] > _threshold(reviser, rows[j][1])]
     if not passes:
         return None, float(max(probs))
@@ -324,7 +327,11 @@ def _threshold(reviser: dict, f: dict[str, float]) -> float:
     """The probability an alternative must pass: ``threshold`` when the turn itself speaks of it (a word of
     its task the active one lacks), ``threshold_unspoken`` when only what was said since the pick, the
     agent's offer or a correction points to it (both chosen closed loop on train; without the second,
-    such an alternative is never revised to)."""
+    such an alternative is never revised to); ``threshold_answer`` for a row marked ``ANSWER`` (none = never:
+    the models fitted before it)."""
+    if f.get(ANSWER):
+        t = reviser.get("threshold_answer")
+        return float(t) if t is not None else float("inf")
     if f.get("speaks_turn"):
         return float(reviser.get("threshold", 0.5))
     t = reviser.get("threshold_unspoken")
