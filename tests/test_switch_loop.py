@@ -276,9 +276,10 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
 def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     """``reviser_candidates`` is the one filter between ``reviser_rows`` and the reviser, at serve time and
     for the training rows: none on an answer to a yes/no question; on a turn that follows a question (the
-    procedure's or the agent's words) the alternatives the turn does not speak of are marked ``ANSWER``
-    (their own threshold); every alternative unmarked otherwise (the reviser's thresholds then tell the
-    alternatives the turn speaks of from the others)."""
+    procedure's own) only the alternatives the turn speaks of; after a question only the agent's words ask,
+    the alternatives the turn does not speak of are marked ``ANSWER`` (their own threshold); every
+    alternative unmarked otherwise (the reviser's thresholds then tell the alternatives the turn speaks of
+    from the others)."""
     from dialogue.frames import new_frame
     from dialogue.understanding.belief import ANSWER, is_correction, reviser_candidates
     from dialogue.understanding.ranker import evidence, load_ranker
@@ -295,8 +296,9 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
         msgs = [HumanMessage("I need help with my account"), AIMessage(question), HumanMessage(text)]
         rows = reviser_candidates(load_ranker(), frame, evidence(text, question, scorer(text)), msgs, res.library,
                                   scorer, ["check_balance"], frame["belief"], dense_scorer(res.retriever))
-        follows = bool(asked) or "?" in question or is_correction(text)
-        assert all(f[ANSWER] == float(follows and not f["speaks_turn"]) for _, f in rows)
+        if asked or is_correction(text):  # the procedure's own question, or a corrected value: spoken only
+            assert all(f["speaks_turn"] == 1.0 and f[ANSWER] == 0.0 for _, f in rows)
+        assert all(f[ANSWER] == float("?" in question and not f["speaks_turn"]) for _, f in rows)
         return [n for n, f in rows if not f[ANSWER]]
 
     assert "block_card" in names("my card was stolen, please block it", [])

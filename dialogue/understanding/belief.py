@@ -273,19 +273,25 @@ def reviser_rows(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Seque
 def reviser_candidates(ranker: Ranker, frame: dict, ev_turn: Evidence, messages: Sequence, library, scorer,
                        seen: Sequence[str], belief: dict[str, float], dense=None) -> list[tuple[str, dict[str, float]]]:
     """The rows the reviser decides on (``reviser_rows``): none when the turn answers the pending yes/no
-    question.  On a turn that follows a question (``answers_agent``) or corrects something, an alternative
-    the turn itself does not speak of is marked ``ANSWER``: an answer ("tomas@example.com") or a corrected
-    value ("sorry, I meant the 11th") says little of another task, and words of a digression since the pick
-    belong to that digression, so such a row needs the reviser's ``threshold_answer`` (none = never).
-    Yet on STAR, where nearly every agent turn asks something, most wrong picks the agent stayed on were
-    only ever answered, never re-requested: without that threshold they could not be left.  Its training
-    rows are these very rows (``evals.switch_train.reviser_rows_closed_loop``)."""
+    question.  On a turn that answers the active procedure's own question (``frame["asked"]``) or corrects
+    something, only the alternatives the turn itself speaks of: an answer ("tomas@example.com") or a
+    corrected value ("sorry, I meant the 11th") says nothing of another task, and words of a digression
+    since the pick belong to that digression.  On a turn that follows a question the active procedure did
+    not ask (the agent's last message asks something, ``answers_agent``), an alternative the turn does not
+    speak of is marked ``ANSWER`` and needs the reviser's ``threshold_answer`` (none = never): the question
+    came from elsewhere than the pick, and on STAR most wrong picks the agent stayed on were only ever
+    answered, never re-requested.  Every alternative otherwise, the reviser's ``threshold_unspoken`` then
+    deciding on those the turn does not speak of.  Its training rows are these very rows
+    (``evals.switch_train.reviser_rows_closed_loop``)."""
     if answers_question(frame, ev_turn.text):
         return []
     rows = reviser_rows(ranker, frame, ev_turn, messages, library, scorer, seen, belief, dense)
-    # a correction naming no other task ("wait, I meant checking") corrects a value, not the pick
-    guarded = answers_agent(frame, ev_turn.agent) or is_correction(ev_turn.text)
-    return [(n, {**f, ANSWER: float(guarded and not f["speaks_turn"])}) for n, f in rows]
+    # a correction naming no other task ("wait, I meant checking") corrects a value, not the pick; an answer to
+    # the active procedure's own question is the procedure progressing
+    if frame.get("asked") or is_correction(ev_turn.text):
+        return [(n, {**f, ANSWER: 0.0}) for n, f in rows if f["speaks_turn"]]
+    follows = answers_agent(frame, ev_turn.agent)
+    return [(n, {**f, ANSWER: float(follows and not f["speaks_turn"])}) for n, f in rows]
 
 
 def answers_agent(frame: dict, agent: str) -> bool:
