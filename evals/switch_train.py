@@ -549,6 +549,18 @@ REVISER_THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.5)
 # correction points to it) needs its own threshold: chosen second, with the first fixed ("never" = the
 # turn must speak of it).
 UNSPOKEN_THRESHOLDS = (0.25, 0.35, 0.45, 0.6, 0.8)
+# An alternative only what was said before an answer to the agent's question points to (``belief.ANSWER``):
+# chosen third, with the other two fixed ("never" = such a row is never revised to).
+ANSWER_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
+
+
+THRESHOLD_KEYS = ("threshold", "threshold_unspoken", "threshold_answer")
+
+
+def _thresholds_label(r: dict) -> str:
+    parts = [f"threshold {r['threshold']:g}"]
+    parts += [f"{k.split('_')[1]} {r[k]:g}" for k in THRESHOLD_KEYS[1:] if r.get(k) is not None]
+    return ", ".join(parts)
 
 
 def reviser_rows_closed_loop(dialogues, context, progress=None) -> tuple[list[list[float]], list[int]]:
@@ -619,10 +631,12 @@ def fit_reviser(X, y) -> dict[str, Any]:
 
 
 def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
-                  cache: Path, thresholds_only: bool = False) -> dict[str, Any]:
+                  cache: Path, thresholds_only: bool = False, answer_only: bool = False) -> dict[str, Any]:
     """Fit the reviser on closed-loop traces of SGD/STAR train (the agent as configured in ``model_path``,
     revision off), then choose its thresholds closed loop on other train samples; written into the model.
-    ``thresholds_only``: keep the model's fitted reviser and choose its thresholds only."""
+    ``thresholds_only``: keep the model's fitted reviser and choose its thresholds only; ``answer_only``:
+    keep its first two thresholds too and choose ``threshold_answer`` only."""
+    thresholds_only = thresholds_only or answer_only
     from .switch_loop import loop_metrics, run_loop
 
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
@@ -648,23 +662,22 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         X += rx
         y += ry
         typer.echo(f"reviser rows {name} {split}: {len(dialogues)} dialogues, {len(ry)} rows, {sum(ry)} positive")
-    reviser = {k: v for k, v in kept.items() if k not in ("threshold", "threshold_unspoken")} if thresholds_only \
-        else fit_reviser(X, y)
+    reviser = {k: v for k, v in kept.items() if k not in THRESHOLD_KEYS} if thresholds_only else fit_reviser(X, y)
     results: dict[str, dict] = {}
 
-    def run(label: str, thr: float | None, unspoken: float | None) -> None:
+    def run(label: str, thr: float | None, unspoken: float | None, answer: float | None = None) -> None:
         cand = dict(data_model)
         if thr is not None:
-            cand["reviser"] = {**reviser, "threshold": thr, "threshold_unspoken": unspoken}
-        path = tmp / f"reviser-{thr}-{unspoken}.json"
+            cand["reviser"] = {**reviser, "threshold": thr, "threshold_unspoken": unspoken, "threshold_answer": answer}
+        path = tmp / f"reviser-{thr}-{unspoken}-{answer}.json"
         path.write_text(json.dumps(cand), encoding="utf-8")
         per = {}
         for name, (lib_dir, dialogues) in loaded.items():
             ctx = _context(name, lib_dir, cache, switch_model=str(path), ranker=True, revise=True)
             m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
             per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "revisions_per_turn")}
-        results[label] = {"threshold": thr, "threshold_unspoken": unspoken, "per_dataset": per,
-                          "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+        results[label] = {"threshold": thr, "threshold_unspoken": unspoken, "threshold_answer": answer,
+                          "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(
             f"{n} top-1 {p['top1']:.3f} rev {p['revisions_per_turn']:.3f}" for n, p in per.items()))
 
@@ -672,20 +685,26 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         pool = [k for k in results if within_cap(results[k])] or list(results)
         return max(pool, key=lambda k: results[k]["top1_mean"])
 
-    run("margin revision (no reviser)", None, None)
-    for thr in REVISER_THRESHOLDS:
-        run(f"reviser, threshold {thr:g}", thr, None)
-    spoken = results[best()]["threshold"]
-    if spoken is not None:
-        for u in UNSPOKEN_THRESHOLDS:
-            run(f"reviser, threshold {spoken:g}, unspoken {u:g}", spoken, u)
+    if answer_only:
+        spoken, unspoken = kept.get("threshold"), kept.get("threshold_unspoken")
+        run(f"reviser, threshold {spoken:g}, unspoken {unspoken:g}", spoken, unspoken)
+    else:
+        run("margin revision (no reviser)", None, None)
+        for thr in REVISER_THRESHOLDS:
+            run(f"reviser, threshold {thr:g}", thr, None)
+        spoken = results[best()]["threshold"]
+        if spoken is not None:
+            for u in UNSPOKEN_THRESHOLDS:
+                run(f"reviser, threshold {spoken:g}, unspoken {u:g}", spoken, u)
+        spoken, unspoken = results[best()]["threshold"], results[best()]["threshold_unspoken"]
+    if spoken is not None and unspoken is not None:
+        for a in ANSWER_THRESHOLDS:
+            run(f"reviser, threshold {spoken:g}, unspoken {unspoken:g}, answer {a:g}", spoken, unspoken, a)
     chosen = best()
     label = (data_model.get("chosen") or {}).get("label", "").split(" + learned reviser")[0]
     if results[chosen]["threshold"] is not None:
-        u = results[chosen]["threshold_unspoken"]
-        data_model["reviser"] = {**reviser, "threshold": results[chosen]["threshold"], "threshold_unspoken": u}
-        label += f" + learned reviser (threshold {results[chosen]['threshold']:g}" + \
-            (f", unspoken {u:g})" if u is not None else ")")
+        data_model["reviser"] = {**reviser, **{k: results[chosen][k] for k in THRESHOLD_KEYS}}
+        label += f" + learned reviser ({_thresholds_label(results[chosen])})"
     data_model["chosen"] = {**(data_model.get("chosen") or {}), "label": label}
     data_model["reviser_fit"] = {"rows": reviser["rows"], "positives": reviser["positives"], "chosen": chosen,
                                  "candidates": results,
@@ -749,6 +768,8 @@ def train_command(
     reviser_only: bool = typer.Option(False, help="Only fit the reviser, on the model as it is."),
     reviser_thresholds_only: bool = typer.Option(False, help="Keep the model's fitted reviser; only choose its "
                                                              "thresholds closed loop on train."),
+    reviser_answer_only: bool = typer.Option(False, help="Keep the model's fitted reviser and its two thresholds; "
+                                                         "only choose threshold_answer (reports/<out>-reviser-answer)."),
     pick_only: bool = typer.Option(False, help="Only fit the pick model (then the reviser, unless --no-reviser)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
@@ -761,7 +782,7 @@ def train_command(
     if not data.is_dir():
         raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
     path = Path(model) if model else MODEL_PATH
-    reviser_only = reviser_only or reviser_thresholds_only
+    reviser_only = reviser_only or reviser_thresholds_only or reviser_answer_only
     if not reviser_only and not pick_only:
         m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
@@ -774,9 +795,11 @@ def train_command(
                    f"{p['held_out']['pick_accuracy_blend']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
-                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"), reviser_thresholds_only)
-        rout = out.parent / f"{out.name}-reviser"
-        flag = "--reviser-thresholds-only" if reviser_thresholds_only else "--reviser-only"
+                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"), reviser_thresholds_only,
+                          reviser_answer_only)
+        rout = out.parent / f"{out.name}-reviser{'-answer' if reviser_answer_only else ''}"
+        flag = "--reviser-answer-only" if reviser_answer_only else \
+            "--reviser-thresholds-only" if reviser_thresholds_only else "--reviser-only"
         _reviser_report(rout, r, f"flowdesk train switch {flag} --sgd-every {sgd_every} --star-every "
                                  f"{star_every} --loop-every {loop_every} --star-loop-every {star_loop_every}")
         typer.echo(f"reviser: {r['chosen']} → {rout / 'report.md'}")
