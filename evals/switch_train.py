@@ -19,8 +19,10 @@ switching configuration there, closed loop.
 4. The reviser (``train_reviser``; alone with ``--reviser-only``): the agent as chosen is replayed closed
    loop without revision on the train samples; on every turn it stays on, each alternative to its own
    pick gets ``belief.reviser_rows`` features, label "the alternative is the gold" — the rows are the
-   agent's own mistakes and the turns it was right.  LightGBM over them; the threshold is chosen closed
-   loop on other train dialogues (best mean top-1, search cap as above) and written into the model.
+   agent's own mistakes and the turns it was right.  LightGBM over them; the thresholds (spoken, unspoken,
+   then after an answer to the agent's question, ``belief.ANSWER``) are chosen in turn closed loop on other
+   train dialogues (best mean top-1, search cap as above) and written into the model
+   (``--reviser-answer-only``: the last alone, booster and the other two kept).
 
 5. The pick model (``train_pick``; alone with ``--pick-only``): LightGBM lambdarank over the rows of step 1
    on more dialogues (``pick_samples``), blended with the linear logits by the share that picks best on

@@ -13,8 +13,9 @@ a margin of zero.
 When the switch model holds a fitted reviser (``flowdesk train switch``), it decides instead of the
 margin: gradient-boosted trees over each alternative compared with the active workflow on everything
 said since the pick (``reviser_rows``), fitted on the agent's own closed-loop mistakes on the training
-splits.  An alternative the turn itself does not speak of needs a second threshold, and none may be
-revised to on a turn that answers a question or corrects a value (``reviser_candidates``).
+splits.  An alternative the turn itself does not speak of needs a second threshold, a third when the turn
+answers a question only the agent's words asked, and none may be revised to on a turn that answers the
+active procedure's own question or corrects a value (``reviser_candidates``).
 
 A turn that answers the yes/no question the active procedure waits on (and neither corrects the pick
 nor asks for anything else) is not re-verified: the procedure progresses as expected, and the words
