@@ -554,8 +554,6 @@ UNSPOKEN_THRESHOLDS = (0.25, 0.35, 0.45, 0.6, 0.8)
 # An alternative only what was said before an answer to the agent's question points to (``belief.ANSWER``):
 # chosen third, with the other two fixed ("never" = such a row is never revised to).
 ANSWER_THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
-
-
 THRESHOLD_KEYS = ("threshold", "threshold_unspoken", "threshold_answer")
 
 
@@ -689,7 +687,7 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
 
     if answer_only:
         spoken, unspoken = kept.get("threshold"), kept.get("threshold_unspoken")
-        run(f"reviser, threshold {spoken:g}, unspoken {unspoken:g}", spoken, unspoken)
+        run(f"reviser, {_thresholds_label({'threshold': spoken, 'threshold_unspoken': unspoken})}", spoken, unspoken)
     else:
         run("margin revision (no reviser)", None, None)
         for thr in REVISER_THRESHOLDS:
@@ -701,7 +699,8 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         spoken, unspoken = results[best()]["threshold"], results[best()]["threshold_unspoken"]
     if spoken is not None and unspoken is not None:
         for a in ANSWER_THRESHOLDS:
-            run(f"reviser, threshold {spoken:g}, unspoken {unspoken:g}, answer {a:g}", spoken, unspoken, a)
+            run(f"reviser, {_thresholds_label({'threshold': spoken, 'threshold_unspoken': unspoken, 'threshold_answer': a})}",
+                spoken, unspoken, a)
     chosen = best()
     label = (data_model.get("chosen") or {}).get("label", "").split(" + learned reviser")[0]
     if results[chosen]["threshold"] is not None:

@@ -164,7 +164,8 @@ REVISER_FEATURES = (
     "user_cover", "agent_cover", "speaks_turn", "speaks_acc", "correction", "since", "same_domain", "same_role",
     "agent_last_cover", "dense_acc_gap", "dense_agent_gap",
 )
-# Row mark (not a feature): the turn answers the agent or corrects a value and does not speak of the alternative.
+# Row mark (not a feature): the turn follows a question only the agent's words ask and does not speak of the
+# alternative (``reviser_candidates``).
 ANSWER = "answers_unspoken"
 ACC_DEPTH = 5  # alternatives taken from the ranking of everything said since the pick
 DENSE_TURNS = 4  # the user's turns since the pick that are embedded (the encoder's cost grows with length)
