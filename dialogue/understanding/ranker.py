@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from workflows.text import content_words
+from workflows.text import content_words, stemmed
 
 from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, lexical_features, name_words, names_task,
                        verb_groups)
@@ -57,11 +57,17 @@ FEATURES = (
 # (a small desk's or FlowBench's best match scores lower than an SGD service's), so trees cut on a raw
 # cosine or on a cosine difference do not carry to another library; z-scores over the candidate rankings do.
 RELATIVE = ("den_z", "lex_z")
+# Pick-model evidence against the other candidates of the same turn (``turn_relative``): a candidate's z-score
+# minus the best other candidate's, i.e. its lead over (or gap to) the best rival in each ranking; and the share
+# of the turn's content words its own text holds (description and task name; with its slots' names and
+# descriptions), which separates near-duplicate tasks a whole-workflow embedding blurs.
+TURN_RELATIVE = ("all_den_z", "all_lex_z")
+OWN_WORDS = ("desc_share", "vocab_share")
 # The columns of a training row (``evals.switch_train.training_rows``): the features, and the spread of the
 # turn's dense scores, from which the pick model's sd floor is fitted (``Ranker.den_floor``).
-ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",)
+ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS + TURN_RELATIVE
 # The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
-PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE
+PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS + TURN_RELATIVE
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,27 @@ def _slot_words(wf) -> set[str]:
     return {w for s in wf.slots for w in re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])(?=[A-Z])", " ",
                                                                        s.name).lower().replace("_", " "))
             if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
+
+
+@lru_cache(maxsize=4096)
+def _own_words(description: str, name: str, slots: tuple[tuple[str, str], ...]) -> tuple[frozenset, frozenset]:
+    """(stemmed content words of a workflow's description and task name, the same with its slots' names and
+    descriptions)."""
+    desc = stemmed(content_words(" ".join([description, *name_words(name)])))
+    words = set(desc)
+    for slot, text in slots:
+        words |= stemmed(content_words(f"{re.sub(r'(?<=[a-z])(?=[A-Z])', ' ', slot).replace('_', ' ')} {text}"))
+    return frozenset(desc), frozenset(words)
+
+
+def turn_relative(rows: Sequence[dict[str, float]]) -> None:
+    """Add ``TURN_RELATIVE`` to one turn's candidate rows (in place): each z-score minus the best other
+    candidate's (0 for a lone candidate)."""
+    for k in TURN_RELATIVE:
+        base = k.removeprefix("all_")
+        vals = [r[base] for r in rows]
+        for i, r in enumerate(rows):
+            r[k] = vals[i] - max((v for j, v in enumerate(vals) if j != i), default=vals[i])
 
 
 def _spread(ranking: Sequence[tuple[str, float]]) -> tuple[float, float]:
@@ -177,6 +204,11 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     agent_hits = sum(1 for w in words if _mentions(w, agent_tokens)) if agent_tokens else 0
     f["agent_slot_hit"] = float(agent_hits > 0)
     f["agent_slot_share"] = agent_hits / len(words) if words else 0.0
+    said_words = stemmed(content_words(ev.text))
+    if said_words:
+        desc, vocab = _own_words(wf.description, name, tuple((s.name, s.description) for s in wf.slots))
+        f["desc_share"] = len(said_words & desc) / len(said_words)
+        f["vocab_share"] = len(said_words & vocab) / len(said_words)
     return {k: f.get(k, 0.0) for k in ROW_FEATURES}
 
 
@@ -232,6 +264,7 @@ class Ranker:
         """Candidates with their logits, best first."""
         names = [n for n in candidates(ev, extra) if n in library.workflows]
         rows = [features(n, ev, library, active, seen, self.den_floor) for n in names]
+        turn_relative(rows)
         if self.booster and rows:
             import numpy as np
 
