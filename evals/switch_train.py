@@ -67,7 +67,7 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
 
     from dialogue.understanding.features import split_history
     from dialogue.understanding.policy_llm import decide
-    from dialogue.understanding.ranker import DEPTH, ROW_FEATURES, candidates, evidence, features, turn_relative
+    from dialogue.understanding.ranker import DEPTH, ROW_FEATURES, candidates, evidence, features
     from graph.resources import get_resources
     from nodes.detector import retriever_scorer
 
@@ -115,9 +115,8 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
                 ctx_seen = seen + ([active] if active else [])
                 names = candidates(ev, [active] if active else [])
                 if turn.gold in names:
-                    rows = [features(n, ev, library, active, ctx_seen) for n in names]
-                    turn_relative(rows)
-                    for n, f in zip(names, rows):
+                    for n in names:
+                        f = features(n, ev, library, active, ctx_seen)
                         X.append([f[k] for k in ROW_FEATURES])
                         y.append(int(n == turn.gold))
                         groups.append(group)
@@ -448,14 +447,14 @@ def den_sd_floor(rows) -> tuple[float, list]:
 
     from dialogue.understanding.ranker import ROW_FEATURES
 
-    iz, isd = [ROW_FEATURES.index("den_z"), ROW_FEATURES.index("all_den_z")], ROW_FEATURES.index("den_sd")
+    iz, isd = ROW_FEATURES.index("den_z"), ROW_FEATURES.index("den_sd")
     spreads = [dict(zip(dg, (r[isd] for r in dx))).values() for dx, _, dg, _ in rows]  # one per turn
     floor = round(float(np.quantile([v for turn in spreads for v in turn], DEN_SD_QUANTILE)), 6)
     out = []
     for dx, *rest in rows:
         X = np.asarray(dx, dtype=float).reshape(len(dx), len(ROW_FEATURES))
         if floor > 0:
-            X[:, iz] *= (X[:, isd] / np.maximum(X[:, isd], floor))[:, None]  # a z-score and its lead over the best
+            X[:, iz] *= X[:, isd] / np.maximum(X[:, isd], floor)
         out.append((X.tolist(), *rest))
     return floor, out
 

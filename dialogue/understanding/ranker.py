@@ -57,17 +57,15 @@ FEATURES = (
 # (a small desk's or FlowBench's best match scores lower than an SGD service's), so trees cut on a raw
 # cosine or on a cosine difference do not carry to another library; z-scores over the candidate rankings do.
 RELATIVE = ("den_z", "lex_z")
-# Pick-model evidence against the other candidates of the same turn (``turn_relative``): a candidate's z-score
-# minus the best other candidate's, i.e. its lead over (or gap to) the best rival in each ranking; and the share
-# of the turn's content words its own text holds (description and task name; with its slots' names and
-# descriptions), which separates near-duplicate tasks a whole-workflow embedding blurs.
-TURN_RELATIVE = ("all_den_z", "all_lex_z")
+# Pick-model evidence of what the turn says of a candidate's own text: the share of the turn's content words its
+# description and task name hold (``desc_share``), and with its slots' names and descriptions (``vocab_share``);
+# it separates near-duplicate tasks of one domain (search vs reserve) that a whole-workflow embedding blurs.
 OWN_WORDS = ("desc_share", "vocab_share")
 # The columns of a training row (``evals.switch_train.training_rows``): the features, and the spread of the
 # turn's dense scores, from which the pick model's sd floor is fitted (``Ranker.den_floor``).
-ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS + TURN_RELATIVE
+ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS
 # The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
-PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS + TURN_RELATIVE
+PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS
 
 
 @dataclass(frozen=True)
@@ -113,25 +111,21 @@ def _slot_words(wf) -> set[str]:
             if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
 
 
+# A description's negated clause says what the workflow is *not* for ("cancel an order that has not shipped
+# yet"): its words are left out of the workflow's own words, or they would speak for it.
+NEGATED = re.compile(r"\b(?:not|no|never|nothing|without)\b[^.;,:!?]*|\w+n't\b[^.;,:!?]*", re.I)
+
+
 @lru_cache(maxsize=4096)
 def _own_words(description: str, name: str, slots: tuple[tuple[str, str], ...]) -> tuple[frozenset, frozenset]:
     """(stemmed content words of a workflow's description and task name, the same with its slots' names and
     descriptions)."""
-    desc = stemmed(content_words(" ".join([description, *name_words(name)])))
+    desc = stemmed(content_words(" ".join([NEGATED.sub(" ", description), *name_words(name)])))
     words = set(desc)
     for slot, text in slots:
-        words |= stemmed(content_words(f"{re.sub(r'(?<=[a-z])(?=[A-Z])', ' ', slot).replace('_', ' ')} {text}"))
+        slot_words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", slot).replace("_", " ")
+        words |= stemmed(content_words(f"{slot_words} {NEGATED.sub(' ', text)}"))
     return frozenset(desc), frozenset(words)
-
-
-def turn_relative(rows: Sequence[dict[str, float]]) -> None:
-    """Add ``TURN_RELATIVE`` to one turn's candidate rows (in place): each z-score minus the best other
-    candidate's (0 for a lone candidate)."""
-    for k in TURN_RELATIVE:
-        base = k.removeprefix("all_")
-        vals = [r[base] for r in rows]
-        for i, r in enumerate(rows):
-            r[k] = vals[i] - max((v for j, v in enumerate(vals) if j != i), default=vals[i])
 
 
 def _spread(ranking: Sequence[tuple[str, float]]) -> tuple[float, float]:
@@ -264,7 +258,6 @@ class Ranker:
         """Candidates with their logits, best first."""
         names = [n for n in candidates(ev, extra) if n in library.workflows]
         rows = [features(n, ev, library, active, seen, self.den_floor) for n in names]
-        turn_relative(rows)
         if self.booster and rows:
             import numpy as np
 
