@@ -701,17 +701,18 @@ DETECTOR_THRESHOLDS = (0.35, 0.45, 0.55, 0.65, 0.75)  # probability "the active 
 DETECTOR_TREE_PARAMS = {"n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 40}
 
 
-def detector_rows_closed_loop(dialogues, context) -> tuple[list[list[float]], list[int]]:
-    """(X, y) over the turns the detector's score decides in a closed-loop replay (the agent as configured):
-    the row it read (``detector_row`` of the turn's trace event, ``DETECTOR_FEATURES``), label "the
-    workflow active when the turn arrived is not the gold" — a search is called for on a change and on a
-    turn that follows the agent's own wrong pick alike."""
+def detector_rows_closed_loop(dialogues, context, search: Any, stay: Any) -> tuple[list[list[float]], list[int]]:
+    """(X, y) over the turns the detector's score decides in a closed-loop replay (the agent as ``context``
+    configures it): the row it read (``detector_row`` of the turn's trace event, ``DETECTOR_FEATURES``), and
+    what searching and staying would each have made of the turn — the same state run on through ``search``
+    and ``stay`` (contexts whose detector always / never searches).  Label 1 where only the search ends on
+    the gold, 0 where only staying does; turns where both (or neither) do teach nothing and are left out."""
     from dialogue.understanding.policy_offline import DETECTOR_FEATURES
     from graph.state import active_workflow
 
     from .switch_loop import UnderstandingLoop
 
-    loop = UnderstandingLoop(context)
+    loop, searching, staying = UnderstandingLoop(context), UnderstandingLoop(search), UnderstandingLoop(stay)
     X: list[list[float]] = []
     y: list[int] = []
     for dlg in dialogues:
@@ -720,15 +721,19 @@ def detector_rows_closed_loop(dialogues, context) -> tuple[list[list[float]], li
             if turn.speaker != "user":
                 state = loop.agent_turn(state, turn.text)
                 continue
-            before = active_workflow(state)
+            before = state
             state = loop.user_turn(state, turn.text)
             n = int(state.get("turn") or 0)
             event = next((e for e in reversed(state.get("trace") or [])
                           if e.get("event") == "user" and e.get("turn") == n), {})
             row = event.get("detector_row")
-            if turn.scored and turn.gold and before and row:
+            if not (turn.scored and turn.gold and row):
+                continue
+            by_search = active_workflow(searching.user_turn(before, turn.text)) == turn.gold
+            by_stay = active_workflow(staying.user_turn(before, turn.text)) == turn.gold
+            if by_search != by_stay:
                 X.append([row[k] for k in DETECTOR_FEATURES])
-                y.append(int(before != turn.gold))
+                y.append(int(by_search))
     return X, y
 
 
@@ -763,6 +768,11 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     tmp.mkdir(parents=True, exist_ok=True)
     base = tmp / "detector-base.json"
     base.write_text(json.dumps({**data_model, "detector": detector}), encoding="utf-8")
+    forced = {}  # the detector's score always / never over its threshold: what each choice would make of a turn
+    for label, thr in (("search", -1e9), ("stay", 1e9)):
+        forced[label] = tmp / f"detector-{label}.json"
+        forced[label].write_text(json.dumps({**data_model, "detector": {**detector, "threshold": thr}}),
+                                 encoding="utf-8")
     X: list = []
     y: list = []
     loaded = {}
@@ -770,11 +780,13 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
         full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
         # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
         loaded[name] = (lib_dir, full[1::loop_every[name]])
-        rx, ry = detector_rows_closed_loop(full[::rows_every[name]],
-                                           _context(name, lib_dir, cache, switch_model=str(base), **chosen_ctx))
+        rx, ry = detector_rows_closed_loop(
+            full[::rows_every[name]], _context(name, lib_dir, cache, switch_model=str(base), **chosen_ctx),
+            *(_context(name, lib_dir, cache, switch_model=str(forced[k]), **chosen_ctx) for k in ("search", "stay")))
         X += rx
         y += ry
-        typer.echo(f"detector rows {name} {split}: {len(ry)} rows, {sum(ry)} positive")
+        typer.echo(f"detector rows {name} {split}: {len(ry)} turns where searching and staying differ, "
+                   f"{sum(ry)} where only the search is right")
     trees = fit_detector_trees(X, y)
     results: dict[str, dict] = {}
 
@@ -836,7 +848,8 @@ def _detector_report(out: Path, m: dict, command: str) -> None:
 
     rep = Report(out, "Switch detector trees — fitted on the agent's own closed loop, threshold chosen closed loop on train")
     rep.text(f"Rows: {m['rows']} turns the detector's score decides in closed-loop replays of SGD train and STAR train "
-             f"(the agent as configured), {m['positives']} where the active workflow is not the gold. LightGBM over "
+             f"(the agent as configured) on which searching and staying end differently, {m['positives']} where only "
+             f"the search ends on the gold. LightGBM over "
              f"`dialogue.understanding.policy_offline.DETECTOR_FEATURES` (no service named). Reproduce: `{command}`. "
              f"Dev splits were not read.")
     rows = [[label, r["per_dataset"]["sgd"]["top1"], r["per_dataset"]["star"]["top1"], r["top1_mean"],
