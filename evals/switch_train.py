@@ -752,6 +752,17 @@ def fit_detector_trees(X, y) -> dict[str, Any]:
             "gain": {k: round(float(g), 1) for k, g in sorted(zip(DETECTOR_FEATURES, gain), key=lambda x: -x[1])}}
 
 
+def forced_detector_models(data_model: dict, detector: dict, folder: Path) -> dict[str, Path]:
+    """Copies of the switch model whose detector score is always ("search") / never ("stay") over its
+    threshold (linear, no trees): what each choice would make of a turn."""
+    out = {}
+    for label, thr in (("search", -1e9), ("stay", 1e9)):
+        out[label] = folder / f"detector-{label}.json"
+        det = {k: v for k, v in detector.items() if k != "trees"}
+        out[label].write_text(json.dumps({**data_model, "detector": {**det, "threshold": thr}}), encoding="utf-8")
+    return out
+
+
 def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
                    cache: Path) -> dict[str, Any]:
     """Fit the detector's trees on closed-loop traces of SGD/STAR train (the agent as configured in
@@ -768,11 +779,7 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     tmp.mkdir(parents=True, exist_ok=True)
     base = tmp / "detector-base.json"
     base.write_text(json.dumps({**data_model, "detector": detector}), encoding="utf-8")
-    forced = {}  # the detector's score always / never over its threshold: what each choice would make of a turn
-    for label, thr in (("search", -1e9), ("stay", 1e9)):
-        forced[label] = tmp / f"detector-{label}.json"
-        forced[label].write_text(json.dumps({**data_model, "detector": {**detector, "threshold": thr}}),
-                                 encoding="utf-8")
+    forced = forced_detector_models(data_model, detector, tmp)
     X: list = []
     y: list = []
     loaded = {}
