@@ -6,7 +6,9 @@ another workflow's task outright is a SEARCH; a new value for a slot of the acti
 ``|score - threshold|``.  Out of scope — greetings, closings, chit-chat with no request and no
 content — is ``STAY`` with ``out_of_scope``.  With no active workflow any in-scope turn is a SEARCH.
 Weights and thresholds were tuned on training splits only (SGD train, STAR DialogueID % 5 in {1, 2})
-with ``flowdesk eval switch --tune``.
+with ``flowdesk eval switch --tune``.  A switch model fitted by ``flowdesk train switch --detector-only``
+replaces the linear score with LightGBM trees over ``DETECTOR_FEATURES`` (the linear features and the
+turn's context, ``features.CONTEXT_FEATURES``); a model without trees keeps the linear score.
 """
 
 from __future__ import annotations
