@@ -184,9 +184,13 @@ def slot_update(turn: str, workflow, request: bool = False) -> bool:
     if not value:
         return False
     tokens = set(_WORD.findall(low))
-    slot_words = {w for slot in getattr(workflow, "slots", []) or [] for w in slot.name.lower().split("_")
-                  if len(w) > 2 and w not in ("new", "the")}
-    return bool(CHANGE_VALUE.search(turn)) or (not request and any(_mentions(w, tokens) for w in slot_words))
+    return bool(CHANGE_VALUE.search(turn)) or (not request and any(_mentions(w, tokens) for w in _slot_words(workflow)))
+
+
+def _slot_words(workflow) -> set[str]:
+    """The words of the workflow's slot names (``party_size`` -> party, size)."""
+    return {w for slot in getattr(workflow, "slots", []) or [] for w in slot.name.lower().split("_")
+            if len(w) > 2 and w not in ("new", "the")}
 
 
 def retrieval_feature(ranking: list[tuple[str, float]], active: str | None, margin: float) -> tuple[float, dict]:
@@ -274,15 +278,13 @@ def context_features(turn: str, agent: str, feats: dict, workflow, pending: str 
 
     low = turn.lower()
     tokens = set(_WORD.findall(low))
-    slot_words = {w for slot in getattr(workflow, "slots", []) or [] for w in slot.name.lower().split("_")
-                  if len(w) > 2 and w not in ("new", "the")}
     return {"asked": feats["asked"], "pending": float(bool(pending)), "short": feats["short"],
             "content_words": feats["content_words"], "words": float(len(_WORD.findall(low))),
             "question": float(bool(QUESTION.search(turn))), "agent_question": float(bool(agent and "?" in agent)),
             "agent_offer": float(bool(feats.get("offer_text"))), "yes_no": float(yes_no(turn) is not None),
             "numberish": float(bool(NUMBERISH.search(turn))),
             "slot_value": float(any(v and re.search(rf"\b{re.escape(v)}\b", low) for v in _slot_values(workflow))),
-            "slot_word": float(any(_mentions(w, tokens) for w in slot_words)),
+            "slot_word": float(any(_mentions(w, tokens) for w in _slot_words(workflow))),
             "names_active": float(bool(active) and names_task(turn, active)),
             "foreign": foreign_share(turn, workflow), **_ranking_context(ranking, active),
             "position": float(position)}

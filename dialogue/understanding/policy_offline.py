@@ -52,8 +52,8 @@ class Params:
     use_digression: bool = True  # rule: an unrelated question/request while an answer is awaited is a SEARCH
     foreign: float = 0.75  # share of the turn's content words outside the active workflow's vocabulary
     # The learned detector's trees (a LightGBM model string over ``DETECTOR_FEATURES``): when set they
-    # replace the linear score — SEARCH iff their probability that the active workflow is not the
-    # user's exceeds ``tree_threshold``.
+    # replace the linear score — SEARCH iff their probability that a search serves the turn where staying
+    # would not (what they were fitted on) exceeds ``tree_threshold``.
     trees: str = ""
     tree_threshold: float = 0.5
 
@@ -90,7 +90,7 @@ def _booster(model: str):
 
 
 def tree_probability(trees: str, row: dict[str, float]) -> float:
-    """The learned detector's probability that the turn leaves the active workflow."""
+    """The learned detector's probability that searching, not staying, ends the turn on the user's workflow."""
     import numpy as np
 
     booster = _booster(trees)
