@@ -40,6 +40,7 @@ never read.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -714,6 +715,140 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
     return {"chosen": chosen, "candidates": results, "rows": reviser["rows"], "positives": reviser["positives"]}
 
 
+# --- the learned detector: trees over the turn's context, fitted on the agent's own closed loop ----------
+
+DETECTOR_THRESHOLDS = (0.35, 0.45, 0.55, 0.65, 0.75)  # probability "the active workflow is not the user's"
+DETECTOR_TREE_PARAMS = {"n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 40}
+
+
+def detector_rows_closed_loop(dialogues, context, search: Any, stay: Any) -> tuple[list[list[float]], list[int]]:
+    """(X, y) over the turns the detector's score decides in a closed-loop replay (the agent as ``context``
+    configures it): the row it read (``detector_row`` of the turn's trace event, ``DETECTOR_FEATURES``), and
+    what searching and staying would each have made of the turn — the same state run on through ``search``
+    and ``stay`` (contexts whose detector always / never searches).  Label 1 where only the search ends on
+    the gold, 0 where only staying does; turns where both (or neither) do teach nothing and are left out."""
+    from dialogue.understanding.policy_offline import DETECTOR_FEATURES
+    from graph.state import active_workflow
+
+    from .switch_loop import UnderstandingLoop
+
+    loop, searching, staying = UnderstandingLoop(context), UnderstandingLoop(search), UnderstandingLoop(stay)
+    X: list[list[float]] = []
+    y: list[int] = []
+    for dlg in dialogues:
+        state: dict = {"messages": []}
+        for turn in dlg.turns:
+            if turn.speaker != "user":
+                state = loop.agent_turn(state, turn.text)
+                continue
+            before = state
+            state = loop.user_turn(state, turn.text)
+            n = int(state.get("turn") or 0)
+            event = next((e for e in reversed(state.get("trace") or [])
+                          if e.get("event") == "user" and e.get("turn") == n), {})
+            row = event.get("detector_row")
+            if not (turn.scored and turn.gold and row):
+                continue
+            by_search = active_workflow(searching.user_turn(before, turn.text)) == turn.gold
+            by_stay = active_workflow(staying.user_turn(before, turn.text)) == turn.gold
+            if by_search != by_stay:
+                X.append([row[k] for k in DETECTOR_FEATURES])
+                y.append(int(by_search))
+    return X, y
+
+
+def fit_detector_trees(X, y) -> dict[str, Any]:
+    """LightGBM over ``DETECTOR_FEATURES`` (the linear features and the turn's context)."""
+    import lightgbm as lgb
+    import numpy as np
+
+    from dialogue.understanding.policy_offline import DETECTOR_FEATURES
+
+    model = lgb.LGBMClassifier(**DETECTOR_TREE_PARAMS, random_state=0, n_jobs=1, deterministic=True, verbose=-1)
+    model.fit(np.asarray(X, dtype=float), np.asarray(y), feature_name=list(DETECTOR_FEATURES))
+    gain = model.booster_.feature_importance(importance_type="gain")
+    return {"features": list(DETECTOR_FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
+            "positives": int(sum(y)), "params": DETECTOR_TREE_PARAMS,
+            "gain": {k: round(float(g), 1) for k, g in sorted(zip(DETECTOR_FEATURES, gain), key=lambda x: -x[1])}}
+
+
+def forced_detector_models(data_model: dict, detector: dict, folder: Path) -> dict[str, Path]:
+    """Copies of the switch model whose detector score is always ("search") / never ("stay") over its
+    threshold (linear, no trees): what each choice would make of a turn."""
+    out = {}
+    for label, thr in (("search", -1e9), ("stay", 1e9)):
+        out[label] = folder / f"detector-{label}.json"
+        det = {k: v for k, v in detector.items() if k != "trees"}
+        out[label].write_text(json.dumps({**data_model, "detector": {**det, "threshold": thr}}), encoding="utf-8")
+    return out
+
+
+def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
+                   cache: Path) -> dict[str, Any]:
+    """Fit the detector's trees on closed-loop traces of SGD/STAR train (the agent as configured in
+    ``model_path``), then choose their threshold closed loop on other train samples (best mean top-1 within
+    the search cap; the linear detector competes); written into the model's ``detector`` entry."""
+    from .switch_loop import loop_metrics, run_loop
+
+    data_model = json.loads(model_path.read_text(encoding="utf-8"))
+    detector = {k: v for k, v in (data_model.get("detector") or {}).items() if k != "trees"}
+    if not detector:
+        raise typer.BadParameter(f"{model_path} holds no learned detector (run flowdesk train switch first)")
+    chosen_ctx = dict((data_model.get("chosen") or {}).get("context") or {})
+    tmp = Path(cache) / "switch-model-candidates"
+    tmp.mkdir(parents=True, exist_ok=True)
+    base = tmp / "detector-base.json"
+    base.write_text(json.dumps({**data_model, "detector": detector}), encoding="utf-8")
+    forced = forced_detector_models(data_model, detector, tmp)
+    X: list = []
+    y: list = []
+    loaded = {}
+    for name, split in SOURCES:
+        full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
+        # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
+        loaded[name] = (lib_dir, full[1::loop_every[name]])
+        rx, ry = detector_rows_closed_loop(
+            full[::rows_every[name]], _context(name, lib_dir, cache, switch_model=str(base), **chosen_ctx),
+            *(_context(name, lib_dir, cache, switch_model=str(forced[k]), **chosen_ctx) for k in ("search", "stay")))
+        X += rx
+        y += ry
+        typer.echo(f"detector rows {name} {split}: {len(ry)} turns where searching and staying differ, "
+                   f"{sum(ry)} where only the search is right")
+    trees = fit_detector_trees(X, y)
+    results: dict[str, dict] = {}
+
+    def run(label: str, thr: float | None) -> None:
+        det = {**detector, **({"trees": {**trees, "threshold": thr}} if thr is not None else {})}
+        path = tmp / f"detector-{thr}.json"
+        path.write_text(json.dumps({**data_model, "detector": det}), encoding="utf-8")
+        per = {}
+        for name, (lib_dir, dialogues) in loaded.items():
+            ctx = _context(name, lib_dir, cache, switch_model=str(path), **chosen_ctx)
+            m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
+            per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "switch_recall")}
+        results[label] = {"threshold": thr, "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+        typer.echo(f"  closed loop (train) {label}: " + ", ".join(
+            f"{n} top-1 {p['top1']:.3f} searches {p['searches_per_turn']:.3f}" for n, p in per.items()))
+
+    run("linear detector", None)
+    for thr in DETECTOR_THRESHOLDS:
+        run(f"detector trees, threshold {thr:g}", thr)
+    pool = [k for k in results if within_cap(results[k])] or list(results)
+    chosen = max(pool, key=lambda k: results[k]["top1_mean"])
+    thr = results[chosen]["threshold"]
+    data_model["detector"] = {**detector, **({"trees": {**trees, "threshold": thr}} if thr is not None else {})}
+    label = (data_model.get("chosen") or {}).get("label", "").split(" + detector trees")[0]
+    if thr is not None:
+        label += f" + detector trees (threshold {thr:g})"
+    data_model["chosen"] = {**(data_model.get("chosen") or {}), "label": label}
+    data_model["detector_trees_fit"] = {"rows": trees["rows"], "positives": trees["positives"], "gain": trees["gain"],
+                                        "chosen": chosen, "candidates": results, "rows_every": rows_every,
+                                        "loop_every": loop_every}
+    model_path.write_text(json.dumps(data_model, indent=1) + "\n", encoding="utf-8")
+    return {"chosen": chosen, "candidates": results, "rows": trees["rows"], "positives": trees["positives"],
+            "gain": trees["gain"]}
+
+
 def _reviser_report(out: Path, m: dict, command: str) -> None:
     from .report import Report
 
@@ -732,6 +867,29 @@ def _reviser_report(out: Path, m: dict, command: str) -> None:
     rep.bar_plot("reviser", labels, {n: [m["candidates"][k]["per_dataset"][n]["top1"] for k in labels]
                                      for n in ("sgd", "star")}, "closed-loop top-1 (train)",
                  "Reviser threshold, closed loop on train")
+    rep.write({"summary": {"chosen": m["chosen"], **m["candidates"][m["chosen"]]}, **m})
+
+
+def _detector_report(out: Path, m: dict, command: str) -> None:
+    from .report import Report
+
+    rep = Report(out, "Switch detector trees — fitted on the agent's own closed loop, threshold chosen closed loop on train")
+    rep.text(f"Rows: {m['rows']} turns the detector's score decides in closed-loop replays of SGD train and STAR train "
+             f"(the agent as configured) on which searching and staying end differently, {m['positives']} where only "
+             f"the search ends on the gold. LightGBM over "
+             f"`dialogue.understanding.policy_offline.DETECTOR_FEATURES` (no service named). Reproduce: `{command}`. "
+             f"Dev splits were not read.")
+    rows = [[label, r["per_dataset"]["sgd"]["top1"], r["per_dataset"]["star"]["top1"], r["top1_mean"],
+             r["per_dataset"]["sgd"]["searches_per_turn"], r["per_dataset"]["star"]["searches_per_turn"]]
+            for label, r in m["candidates"].items()]
+    rep.table("Closed loop on other train samples (the chosen one is the agent's default)",
+              ["configuration", "SGD top-1", "STAR top-1", "mean", "SGD searches/turn", "STAR searches/turn"], rows)
+    rep.table("Feature gain", ["feature", "gain"], [[k, g] for k, g in m["gain"].items()])
+    rep.text(f"Chosen: **{m['chosen']}**.")
+    labels = list(m["candidates"])
+    rep.bar_plot("detector", labels, {n: [m["candidates"][k]["per_dataset"][n]["top1"] for k in labels]
+                                      for n in ("sgd", "star")}, "closed-loop top-1 (train)",
+                 "Detector threshold, closed loop on train")
     rep.write({"summary": {"chosen": m["chosen"], **m["candidates"][m["chosen"]]}, **m})
 
 
@@ -772,6 +930,10 @@ def train_command(
     reviser_answer_only: bool = typer.Option(False, help="Keep the model's fitted reviser and its two thresholds; "
                                                          "only choose threshold_answer (reports/<out>-reviser-answer)."),
     pick_only: bool = typer.Option(False, help="Only fit the pick model (then the reviser, unless --no-reviser)."),
+    detector_only: bool = typer.Option(False, help="Only fit the detector's trees on the model as it is (closed-loop "
+                                                   "rows, threshold chosen closed loop on train)."),
+    detector_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the detector trees' rows."),
+    detector_star_every: int = typer.Option(3, help="STAR train: every k-th dialogue for the detector trees' rows."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
@@ -784,11 +946,21 @@ def train_command(
         raise typer.BadParameter(f"data directory {data} does not exist (set --data or FLOWDESK_DATA)")
     path = Path(model) if model else MODEL_PATH
     reviser_only = reviser_only or reviser_thresholds_only or reviser_answer_only
+    cache = Path(os.environ.get("FLOWDESK_EVAL_CACHE", ".flowdesk/eval"))
+    if detector_only:
+        d = train_detector(data, path, {"sgd": detector_sgd_every, "star": detector_star_every},
+                           {"sgd": loop_every, "star": star_loop_every}, cache)
+        _detector_report(out.parent / f"{out.name}-detector", d,
+                         f"flowdesk train switch --detector-only --detector-sgd-every {detector_sgd_every} "
+                         f"--detector-star-every {detector_star_every} --loop-every {loop_every} "
+                         f"--star-loop-every {star_loop_every}")
+        typer.echo(f"detector: {d['chosen']} → {out.parent / f'{out.name}-detector' / 'report.md'}")
+        return
     if not reviser_only and not pick_only:
-        m = train(data, out, path, sgd_every, star_every, loop_every, Path(".flowdesk/eval"), star_loop_every)
+        m = train(data, out, path, sgd_every, star_every, loop_every, cache, star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
     if pick_only:  # the bundled model's pick was fitted so: --pick-only --no-reviser (reports/switch-train-pick)
-        p = train_pick(data, path, pick_sgd_every, pick_star_every, Path(".flowdesk/eval"))
+        p = train_pick(data, path, pick_sgd_every, pick_star_every, cache)
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")
         typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
@@ -796,7 +968,7 @@ def train_command(
                    f"{p['held_out']['pick_accuracy_blend']:.3f})")
     if reviser or reviser_only:
         r = train_reviser(data, path, {"sgd": sgd_every, "star": star_every},
-                          {"sgd": loop_every, "star": star_loop_every}, Path(".flowdesk/eval"), reviser_thresholds_only,
+                          {"sgd": loop_every, "star": star_loop_every}, cache, reviser_thresholds_only,
                           reviser_answer_only)
         rout = out.parent / f"{out.name}-reviser{'-answer' if reviser_answer_only else ''}"
         flag = "--reviser-answer-only" if reviser_answer_only else \

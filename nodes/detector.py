@@ -107,5 +107,7 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "trace": [{"event": "user", "turn": turn, "text": text, "workflow": active, "decision": decision(dumped),
                    "commands": [c["command"] for c in dumped], "out_of_scope": v.out_of_scope,
                    "confidence": round(v.confidence, 3), "policy": v.policy,
-                   "elapsed_ms": round((time.perf_counter() - started) * 1000, 2)}],
+                   "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+                   # what the learned detector read (on the turns its score decides): the training rows
+                   **({"detector_row": {k: round(x, 4) for k, x in v.row.items()}} if v.row else {})}],
     }

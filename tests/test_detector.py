@@ -300,3 +300,56 @@ def test_context_rerank_prefers_the_conversations_roles_and_verbs(bundled):
     assert out[0][0] == "book_table"
     assert context_rerank(ranking, lib, "search_restaurants", [], "reserve it", Prior(verb=0.0))[0][0] == \
         "search_restaurants"
+
+
+# --- the learned detector: context features and trees ---------------------------------------------------
+
+def test_context_features_read_the_agents_question_and_the_active_workflows_place(bundled):
+    from dialogue.understanding.features import context_features, lexical_features
+
+    lib, _ = bundled
+    wf = lib.workflows["book_table"]
+    agent = "For how many people, and on which date and time?"
+    feats = lexical_features("4 people tomorrow", agent, wf, "party_size")
+    row = context_features("4 people tomorrow", agent, feats, wf, "party_size",
+                           [("track_order", 8.0), ("book_table", 4.0), ("cancel_order", 2.0)], "book_table", 1)
+    assert row["agent_question"] == 1.0 and row["pending"] == 1.0 and row["numberish"] == 1.0
+    assert row["question"] == 0.0 and row["position"] == 1.0 and row["words"] == 3.0
+    assert row["active_rank"] == 2.0 and row["active_rel"] == 0.5 and row["top_z"] > row["active_z"]
+    absent = context_features("4 people tomorrow", agent, feats, wf, None, [("track_order", 8.0)], "book_table", 0)
+    assert absent["active_rank"] == 2.0 and absent["active_rel"] == 0.0
+
+
+def _trees_on(feature: str, rows: int = 200) -> str:
+    """A small LightGBM detector whose probability of SEARCH follows one feature (label = feature > 1)."""
+    import lightgbm as lgb
+    import numpy as np
+
+    from dialogue.understanding.policy_offline import DETECTOR_FEATURES
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 3, size=(rows, len(DETECTOR_FEATURES)))
+    y = (X[:, DETECTOR_FEATURES.index(feature)] > 1.5).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=20, min_child_samples=5, verbose=-1, n_jobs=1)
+    model.fit(X, y, feature_name=list(DETECTOR_FEATURES))
+    return model.booster_.model_to_string()
+
+
+def test_learned_trees_replace_the_linear_score_and_old_models_keep_it(bundled):
+    from dialogue.understanding.policy_offline import DETECTOR_FEATURES, learned_params
+
+    lib, score = bundled
+    linear = {"weights": {"request": 1.0, "cue": 0.5, "verb_shift": 1.5, "done": 0.0, "offer_retrieval": 1.5,
+                          "retrieval": 1.5, "answer": -1.0}, "bias": 0.0, "threshold": 2.0}
+    msgs = BOOKING + [H("what about the weather there, is it sunny?")]
+    old = offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=learned_params(linear))
+    assert "probability" not in old.features and "score" in old.features
+    assert set(old.row) == set(DETECTOR_FEATURES)
+    # trees that search on a long turn and stay on a short one, whatever the linear score says
+    params = learned_params({**linear, "trees": {"booster": _trees_on("short"), "threshold": 0.5}})
+    assert params.trees and params.tree_threshold == 0.5
+    v = offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=params)
+    assert v.row["short"] == 0.0 and v.features["probability"] < 0.5 and v.action == "STAY"
+    params = learned_params({**linear, "trees": {"booster": _trees_on("words"), "threshold": 0.5}})
+    v = offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=params)
+    assert v.row["words"] > 1.5 and v.features["probability"] > 0.5 and v.action == "SEARCH"

@@ -488,3 +488,33 @@ def test_the_dense_z_score_divides_by_at_least_the_floor_fitted_on_train():
     assert scaled[1][0][0][iz] == row["den_z"]  # a turn spreading more than the floor keeps its z-score
     pick = Ranker(tuple(0.0 for _ in FEATURES), 0.0, meta={"ranker": {"pick": {"booster": "x", "den_sd_floor": floor}}})
     assert pick.picker().den_floor == floor
+
+
+def test_the_detector_trees_learn_where_searching_and_staying_end_differently(agent_context, tmp_path):
+    """``detector_rows_closed_loop`` runs each turn the detector's score decides on from the same state both
+    ways (detector forced to search / to stay): a row only where one of them ends on the gold, labelled 1
+    when it is the search; with the same agent both ways nothing differs and no row is kept."""
+    import json
+    from dataclasses import replace
+
+    from dialogue.understanding.policy_offline import DETECTOR_FEATURES
+    from dialogue.understanding.ranker import MODEL_PATH
+    from evals.switch_train import detector_rows_closed_loop, forced_detector_models
+
+    model = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    forced = forced_detector_models(model, model["detector"], tmp_path)
+    search, stay = (replace(agent_context, switch_model=str(forced[k])) for k in ("search", "stay"))
+    dialogues = [_dialogue(i, rows) for i, rows in enumerate(DIALOGUES)]
+    assert detector_rows_closed_loop(dialogues, agent_context, agent_context, agent_context) == ([], [])
+    X, y = detector_rows_closed_loop(dialogues, agent_context, search, stay)
+    assert len(X) == len(y) and all(len(r) == len(DETECTOR_FEATURES) for r in X) and set(y) <= {0, 1}
+    # the forced copies do what they say on a turn the score decides
+    from evals.switch_loop import UnderstandingLoop
+    from graph.state import decision, turn_commands
+
+    state = UnderstandingLoop(agent_context).user_turn({"messages": []}, "What's my account balance?")
+    state = UnderstandingLoop(agent_context).agent_turn(state, "Your checking balance is 2481.37 EUR.")
+    turn = "How much is in my savings then?"
+    outcomes = {k: decision(turn_commands(UnderstandingLoop(c).user_turn(state, turn))) for k, c in
+                (("search", search), ("stay", stay))}
+    assert outcomes == {"search": "SEARCH", "stay": "STAY"}

@@ -184,9 +184,13 @@ def slot_update(turn: str, workflow, request: bool = False) -> bool:
     if not value:
         return False
     tokens = set(_WORD.findall(low))
-    slot_words = {w for slot in getattr(workflow, "slots", []) or [] for w in slot.name.lower().split("_")
-                  if len(w) > 2 and w not in ("new", "the")}
-    return bool(CHANGE_VALUE.search(turn)) or (not request and any(_mentions(w, tokens) for w in slot_words))
+    return bool(CHANGE_VALUE.search(turn)) or (not request and any(_mentions(w, tokens) for w in _slot_words(workflow)))
+
+
+def _slot_words(workflow) -> set[str]:
+    """The words of the workflow's slot names (``party_size`` -> party, size)."""
+    return {w for slot in getattr(workflow, "slots", []) or [] for w in slot.name.lower().split("_")
+            if len(w) > 2 and w not in ("new", "the")}
 
 
 def retrieval_feature(ranking: list[tuple[str, float]], active: str | None, margin: float) -> tuple[float, dict]:
@@ -238,3 +242,49 @@ def foreign_share(turn: str, workflow) -> float:
     vocab = workflow_vocabulary(workflow)
     unknown = [w for w in words if not stemmed({w}) & vocab]
     return len(unknown) / len(words)
+
+
+# --- context of a turn for the learned detector ------------------------------------------------------
+
+# The learned detector's inputs beyond the linear ones, in the order its trees read them.  None names a
+# service: they say what the turn is (an answer to the agent's question, a value of the active
+# workflow, a question of its own), where it falls in the dialogue, and how the library's BM25 ranking
+# places the active workflow among all of them (relative to the top and as a z-score over the ranking).
+CONTEXT_FEATURES = ("asked", "pending", "short", "content_words", "words", "question", "agent_question",
+                    "agent_offer", "yes_no", "numberish", "slot_value", "slot_word", "names_active", "foreign",
+                    "active_rank", "active_rel", "active_z", "top_z", "top_margin", "position")
+
+
+def _ranking_context(ranking: list[tuple[str, float]], active: str | None) -> dict[str, float]:
+    if not ranking or ranking[0][1] <= 0:
+        return {"active_rank": 0.0, "active_rel": 0.0, "active_z": 0.0, "top_z": 0.0, "top_margin": 0.0}
+    scores = [s for _, s in ranking]
+    top = scores[0]
+    mean = sum(scores) / len(scores)
+    sd = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+    rank = next((i for i, (n, _) in enumerate(ranking) if n == active), None)
+    s_act = scores[rank] if rank is not None else scores[-1]  # not ranked: at most the last one's score
+    z = (lambda v: (v - mean) / sd if sd > 1e-9 else 0.0)
+    return {"active_rank": float(rank + 1 if rank is not None else len(ranking) + 1),
+            "active_rel": s_act / top if rank is not None else 0.0, "active_z": z(s_act), "top_z": z(top),
+            "top_margin": (top - scores[1]) / top if len(scores) > 1 else 1.0}
+
+
+def context_features(turn: str, agent: str, feats: dict, workflow, pending: str | None,
+                     ranking: list[tuple[str, float]], active: str | None, position: int) -> dict[str, float]:
+    """``CONTEXT_FEATURES`` of a turn (``feats``: its ``lexical_features``; ``position``: user turns before
+    it)."""
+    from workflows.text import yes_no
+
+    low = turn.lower()
+    tokens = set(_WORD.findall(low))
+    return {"asked": feats["asked"], "pending": float(bool(pending)), "short": feats["short"],
+            "content_words": feats["content_words"], "words": float(len(_WORD.findall(low))),
+            "question": float(bool(QUESTION.search(turn))), "agent_question": float(bool(agent and "?" in agent)),
+            "agent_offer": float(bool(feats.get("offer_text"))), "yes_no": float(yes_no(turn) is not None),
+            "numberish": float(bool(NUMBERISH.search(turn))),
+            "slot_value": float(any(v and re.search(rf"\b{re.escape(v)}\b", low) for v in _slot_values(workflow))),
+            "slot_word": float(any(_mentions(w, tokens) for w in _slot_words(workflow))),
+            "names_active": float(bool(active) and names_task(turn, active)),
+            "foreign": foreign_share(turn, workflow), **_ranking_context(ranking, active),
+            "position": float(position)}

@@ -6,19 +6,22 @@ another workflow's task outright is a SEARCH; a new value for a slot of the acti
 ``|score - threshold|``.  Out of scope — greetings, closings, chit-chat with no request and no
 content — is ``STAY`` with ``out_of_scope``.  With no active workflow any in-scope turn is a SEARCH.
 Weights and thresholds were tuned on training splits only (SGD train, STAR DialogueID % 5 in {1, 2})
-with ``flowdesk eval switch --tune``.
+with ``flowdesk eval switch --tune``.  A switch model fitted by ``flowdesk train switch --detector-only``
+replaces the linear score with LightGBM trees over ``DETECTOR_FEATURES`` (the linear features and the
+turn's context, ``features.CONTEXT_FEATURES``); a model without trees keeps the linear score.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Literal, Sequence
 
 from workflows.text import yes_no
 
-from .features import (QUESTION, foreign_share, lexical_features, names_task, retrieval_feature, slot_update,
-                       split_history)
+from .features import (CONTEXT_FEATURES, QUESTION, context_features, foreign_share, lexical_features, names_task,
+                       retrieval_feature, slot_update, split_history)
 from .query import self_generated_query
 
 RETRIEVAL_TOP_K = 10
@@ -48,25 +51,50 @@ class Params:
     use_slot_update: bool = True  # rule: a new value for an active slot is a STAY
     use_digression: bool = True  # rule: an unrelated question/request while an answer is awaited is a SEARCH
     foreign: float = 0.75  # share of the turn's content words outside the active workflow's vocabulary
+    # The learned detector's trees (a LightGBM model string over ``DETECTOR_FEATURES``): when set they
+    # replace the linear score — SEARCH iff their probability that a search serves the turn where staying
+    # would not (what they were fitted on) exceeds ``tree_threshold``.
+    trees: str = ""
+    tree_threshold: float = 0.5
 
 
 DEFAULT_PARAMS = Params()
 
 # The features of the linear part, in the order a learned detector's weights are stored.
 LINEAR_FEATURES = ("request", "cue", "verb_shift", "done", "offer_retrieval", "retrieval", "answer")
+# The learned detector's trees read the linear features and the turn's context.
+DETECTOR_FEATURES = LINEAR_FEATURES + CONTEXT_FEATURES
 
 
 def learned_params(detector: dict | None, base: Params = DEFAULT_PARAMS) -> Params:
-    """``Params`` from a logistic detector fitted by ``flowdesk train switch`` (the ``detector`` entry of
-    the switch model: weights per ``LINEAR_FEATURES``, bias, threshold); ``base`` when there is none."""
+    """``Params`` from a detector fitted by ``flowdesk train switch`` (the ``detector`` entry of the switch
+    model: logistic weights per ``LINEAR_FEATURES``, bias, threshold; and, in newer models, ``trees``:
+    a LightGBM model string with its probability threshold); ``base`` when there is none."""
     if not detector:
         return base
     from dataclasses import replace
 
     w = detector["weights"]
+    trees = detector.get("trees") or {}
     return replace(base, w_request=w["request"], w_cue=w["cue"], w_verb=w["verb_shift"], w_done=w["done"],
                    w_offer=w["offer_retrieval"], w_retrieval=w["retrieval"], w_answer=-w["answer"],
-                   bias=detector["bias"], threshold=detector.get("threshold", 0.0))
+                   bias=detector["bias"], threshold=detector.get("threshold", 0.0),
+                   trees=trees.get("booster", ""), tree_threshold=float(trees.get("threshold", 0.5)))
+
+
+@lru_cache(maxsize=4)
+def _booster(model: str):
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=model)
+
+
+def tree_probability(trees: str, row: dict[str, float]) -> float:
+    """The learned detector's probability that searching, not staying, ends the turn on the user's workflow."""
+    import numpy as np
+
+    booster = _booster(trees)
+    return float(booster.predict(np.array([[row[k] for k in booster.feature_name()]]), num_threads=1)[0])
 
 ScoreFn = Callable[[str], list[tuple[str, float]]]  # text -> [(workflow, score)] best first
 
@@ -81,6 +109,7 @@ class Verdict:
     policy: str = "offline"
     features: dict[str, float] = field(default_factory=dict)
     self_query: str = ""  # the self-generated query even on STAY (evaluations without the detector)
+    row: dict[str, float] = field(default_factory=dict)  # the learned detector's inputs (DETECTOR_FEATURES)
 
 
 
@@ -162,10 +191,21 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
          + params.w_offer * feats["accepts_offer"] * max(0.0, ret)
          + params.w_retrieval * ret - params.w_answer * feats["answer"] + params.bias)
     fx["score"] = s
-    action = "SEARCH" if s > params.threshold else "STAY"
-    conf = _squash(s - params.threshold)
+    row = {"request": feats["request"], "cue": feats["cue"], "verb_shift": feats["verb_shift"], "done": feats["done"],
+           "offer_retrieval": feats["accepts_offer"] * max(0.0, ret), "retrieval": ret, "answer": feats["answer"],
+           **context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier))}
+    if params.trees:
+        p = tree_probability(params.trees, row)
+        fx["probability"] = p
+        action = "SEARCH" if p > params.tree_threshold else "STAY"
+        conf = 0.5 + abs(p - params.tree_threshold)
+    else:
+        action = "SEARCH" if s > params.threshold else "STAY"
+        conf = _squash(s - params.threshold)
     why = (f"another workflow fits better ({info.get('top')})" if action == "SEARCH"
            else f"continuing {active}")
-    return verdict(action, conf, why=why)
+    v = verdict(action, conf, why=why)
+    v.row = row
+    return v
 
 
