@@ -717,7 +717,7 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
 
 # --- the learned detector: trees over the turn's context, fitted on the agent's own closed loop ----------
 
-DETECTOR_THRESHOLDS = (0.35, 0.45, 0.55, 0.65, 0.75)  # probability "the active workflow is not the user's"
+DETECTOR_THRESHOLDS = (0.35, 0.45, 0.55, 0.65, 0.75)  # probability "searching serves the turn, staying would not"
 DETECTOR_TREE_PARAMS = {"n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 40}
 
 
