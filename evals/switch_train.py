@@ -270,10 +270,30 @@ def within_cap(result: dict) -> bool:
     return all(p["searches_per_turn"] <= SEARCH_CAP for p in result["per_dataset"].values())
 
 
-def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: int, loop_every: int,
-          cache_dir: Path, star_loop_every: int = 5) -> dict:
+def best_within_cap(results: dict[str, dict]) -> str:
+    """The candidate with the best mean top-1 among those within the search cap (all of them when none is)."""
+    pool = [k for k in results if within_cap(results[k])] or list(results)
+    return max(pool, key=lambda k: results[k]["top1_mean"])
+
+
+LOOP_KEYS = ("top1", "map", "searches_per_turn", "switch_recall", "revisions_per_turn")
+
+
+def closed_loop_on_train(loaded: dict, cache: Path, model_file: Path, **over) -> dict[str, Any]:
+    """A candidate switch model scored closed loop on the train samples ``loaded`` (name -> (library,
+    dialogues)), the agent configured by ``over``: ``per_dataset`` metrics and their ``top1_mean``."""
     from .switch_loop import loop_metrics, run_loop
 
+    per = {}
+    for name, (lib_dir, dialogues) in loaded.items():
+        ctx = _context(name, lib_dir, cache, switch_model=str(model_file), **over)
+        m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
+        per[name] = {k: m[k] for k in LOOP_KEYS}
+    return {"per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / len(per)}
+
+
+def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: int, loop_every: int,
+          cache_dir: Path, star_loop_every: int = 5) -> dict:
     started = time.perf_counter()
     cache = Path(cache_dir)
     X: list = []
@@ -318,18 +338,12 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
         det = {**detector, "threshold": round(detector["threshold"] + step, 3)}
         cand_path = tmp / f"margin-{margin:g}{f'-learned-{step:g}' if learned else ''}.json"
         write_model(cand_path, {**ranker, "revise_margin": margin}, {"detector": det} if learned else {})
-        per = {}
-        for name, (lib_dir, dialogues) in loaded.items():
-            ctx = _context(name, lib_dir, cache, switch_model=str(cand_path), **over)
-            m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
-            per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "switch_recall", "revisions_per_turn")}
+        scored = closed_loop_on_train(loaded, cache, cand_path, **over)
         results[label] = {"overrides": {**over, **({"revise_margin": margin} if over.get("revise") else {}),
-                                        **({"detector": det} if learned else {})},
-                          "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / len(per)}
-        typer.echo(f"  closed loop (train) {label}: " + ", ".join(f"{n} top-1 {p['top1']:.3f}" for n, p in per.items()))
-    # The best top-1 among the configurations within the search cap (all of them when none is).
-    pool = [k for k in results if within_cap(results[k])] or list(results)
-    chosen = max(pool, key=lambda k: results[k]["top1_mean"])
+                                        **({"detector": det} if learned else {})}, **scored}
+        typer.echo(f"  closed loop (train) {label}: " + ", ".join(
+            f"{n} top-1 {p['top1']:.3f}" for n, p in scored["per_dataset"].items()))
+    chosen = best_within_cap(results)
     over = results[chosen]["overrides"]
     if "revise_margin" in over:
         ranker["revise_margin"] = over["revise_margin"]
@@ -638,8 +652,6 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
     ``thresholds_only``: keep the model's fitted reviser and choose its thresholds only; ``answer_only``:
     keep its first two thresholds too and choose ``threshold_answer`` only."""
     thresholds_only = thresholds_only or answer_only
-    from .switch_loop import loop_metrics, run_loop
-
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
     kept = data_model.pop("reviser", None)
     if thresholds_only and not kept:
@@ -672,19 +684,11 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
             cand["reviser"] = {**reviser, "threshold": thr, "threshold_unspoken": unspoken, "threshold_answer": answer}
         path = tmp / f"reviser-{thr}-{unspoken}-{answer}.json"
         path.write_text(json.dumps(cand), encoding="utf-8")
-        per = {}
-        for name, (lib_dir, dialogues) in loaded.items():
-            ctx = _context(name, lib_dir, cache, switch_model=str(path), ranker=True, revise=True)
-            m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
-            per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "revisions_per_turn")}
         results[label] = {"threshold": thr, "threshold_unspoken": unspoken, "threshold_answer": answer,
-                          "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+                          **closed_loop_on_train(loaded, cache, path, ranker=True, revise=True)}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(
-            f"{n} top-1 {p['top1']:.3f} rev {p['revisions_per_turn']:.3f}" for n, p in per.items()))
-
-    def best() -> str:
-        pool = [k for k in results if within_cap(results[k])] or list(results)
-        return max(pool, key=lambda k: results[k]["top1_mean"])
+            f"{n} top-1 {p['top1']:.3f} rev {p['revisions_per_turn']:.3f}"
+            for n, p in results[label]["per_dataset"].items()))
 
     if answer_only:
         spoken, unspoken = kept.get("threshold"), kept.get("threshold_unspoken")
@@ -693,16 +697,16 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
         run("margin revision (no reviser)", None, None)
         for thr in REVISER_THRESHOLDS:
             run(f"reviser, threshold {thr:g}", thr, None)
-        spoken = results[best()]["threshold"]
+        spoken = results[best_within_cap(results)]["threshold"]
         if spoken is not None:
             for u in UNSPOKEN_THRESHOLDS:
                 run(f"reviser, threshold {spoken:g}, unspoken {u:g}", spoken, u)
-        spoken, unspoken = results[best()]["threshold"], results[best()]["threshold_unspoken"]
+        spoken, unspoken = results[best_within_cap(results)]["threshold"], results[best_within_cap(results)]["threshold_unspoken"]
     if spoken is not None and unspoken is not None:
         for a in ANSWER_THRESHOLDS:
             run(f"reviser, {_thresholds_label({'threshold': spoken, 'threshold_unspoken': unspoken, 'threshold_answer': a})}",
                 spoken, unspoken, a)
-    chosen = best()
+    chosen = best_within_cap(results)
     label = (data_model.get("chosen") or {}).get("label", "").split(" + learned reviser")[0]
     if results[chosen]["threshold"] is not None:
         data_model["reviser"] = {**reviser, **{k: results[chosen][k] for k in THRESHOLD_KEYS}}
@@ -788,8 +792,6 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     """Fit the detector's trees on closed-loop traces of SGD/STAR train (the agent as configured in
     ``model_path``), then choose their threshold closed loop on other train samples (best mean top-1 within
     the search cap; the linear detector competes); written into the model's ``detector`` entry."""
-    from .switch_loop import loop_metrics, run_loop
-
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
     detector = {k: v for k, v in (data_model.get("detector") or {}).items() if k != "trees"}
     if not detector:
@@ -821,20 +823,15 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
         det = {**detector, **({"trees": {**trees, "threshold": thr}} if thr is not None else {})}
         path = tmp / f"detector-{thr}.json"
         path.write_text(json.dumps({**data_model, "detector": det}), encoding="utf-8")
-        per = {}
-        for name, (lib_dir, dialogues) in loaded.items():
-            ctx = _context(name, lib_dir, cache, switch_model=str(path), **chosen_ctx)
-            m = loop_metrics(run_loop(dialogues, ctx).turns, oos_labels=name != "star")
-            per[name] = {k: m[k] for k in ("top1", "map", "searches_per_turn", "switch_recall")}
-        results[label] = {"threshold": thr, "per_dataset": per, "top1_mean": sum(p["top1"] for p in per.values()) / 2}
+        results[label] = {"threshold": thr, **closed_loop_on_train(loaded, cache, path, **chosen_ctx)}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(
-            f"{n} top-1 {p['top1']:.3f} searches {p['searches_per_turn']:.3f}" for n, p in per.items()))
+            f"{n} top-1 {p['top1']:.3f} searches {p['searches_per_turn']:.3f}"
+            for n, p in results[label]["per_dataset"].items()))
 
     run("linear detector", None)
     for thr in DETECTOR_THRESHOLDS:
         run(f"detector trees, threshold {thr:g}", thr)
-    pool = [k for k in results if within_cap(results[k])] or list(results)
-    chosen = max(pool, key=lambda k: results[k]["top1_mean"])
+    chosen = best_within_cap(results)
     thr = results[chosen]["threshold"]
     data_model["detector"] = {**detector, **({"trees": {**trees, "threshold": thr}} if thr is not None else {})}
     label = (data_model.get("chosen") or {}).get("label", "").split(" + detector trees")[0]

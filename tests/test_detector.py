@@ -305,18 +305,20 @@ def test_context_rerank_prefers_the_conversations_roles_and_verbs(bundled):
 # --- the learned detector: context features and trees ---------------------------------------------------
 
 def test_context_features_read_the_agents_question_and_the_active_workflows_place(bundled):
-    from dialogue.understanding.features import context_features, lexical_features
+    from dialogue.understanding.features import context_features, foreign_share, lexical_features
 
     lib, _ = bundled
     wf = lib.workflows["book_table"]
     agent = "For how many people, and on which date and time?"
     feats = lexical_features("4 people tomorrow", agent, wf, "party_size")
+    foreign = foreign_share("4 people tomorrow", wf)
     row = context_features("4 people tomorrow", agent, feats, wf, "party_size",
-                           [("track_order", 8.0), ("book_table", 4.0), ("cancel_order", 2.0)], "book_table", 1)
+                           [("track_order", 8.0), ("book_table", 4.0), ("cancel_order", 2.0)], "book_table", 1, foreign)
     assert row["agent_question"] == 1.0 and row["pending"] == 1.0 and row["numberish"] == 1.0
     assert row["question"] == 0.0 and row["position"] == 1.0 and row["words"] == 3.0
     assert row["active_rank"] == 2.0 and row["active_rel"] == 0.5 and row["top_z"] > row["active_z"]
-    absent = context_features("4 people tomorrow", agent, feats, wf, None, [("track_order", 8.0)], "book_table", 0)
+    absent = context_features("4 people tomorrow", agent, feats, wf, None, [("track_order", 8.0)], "book_table", 0,
+                              foreign)
     assert absent["active_rank"] == 2.0 and absent["active_rel"] == 0.0
 
 

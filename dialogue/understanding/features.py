@@ -4,6 +4,7 @@ evidence.  Lexicons are generic English conversation markers, not any dataset's 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Sequence
 
@@ -244,6 +245,21 @@ def foreign_share(turn: str, workflow) -> float:
     return len(unknown) / len(words)
 
 
+def _spread(ranking: Sequence[tuple[str, float]]) -> tuple[float, float]:
+    """(mean, sd) of a ranking's scores."""
+    vals = [s for _, s in ranking]
+    mean = sum(vals) / len(vals)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+
+
+def _z(spread: tuple[float, float], value: float, floor: float = 0.0) -> float:
+    """``value`` as a z-score over a ranking's scores (their ``_spread``), the sd taken as at least ``floor``
+    (0 when they do not spread)."""
+    mean, sd = spread
+    sd = max(sd, floor)
+    return (value - mean) / sd if sd > 1e-9 else 0.0
+
+
 # --- context of a turn for the learned detector ------------------------------------------------------
 
 # The learned detector's inputs beyond the linear ones, in the order its trees read them.  None names a
@@ -260,20 +276,20 @@ def _ranking_context(ranking: list[tuple[str, float]], active: str | None) -> di
         return {"active_rank": 0.0, "active_rel": 0.0, "active_z": 0.0, "top_z": 0.0, "top_margin": 0.0}
     scores = [s for _, s in ranking]
     top = scores[0]
-    mean = sum(scores) / len(scores)
-    sd = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+    spread = _spread(ranking)
     rank = next((i for i, (n, _) in enumerate(ranking) if n == active), None)
     s_act = scores[rank] if rank is not None else scores[-1]  # not ranked: at most the last one's score
-    z = (lambda v: (v - mean) / sd if sd > 1e-9 else 0.0)
     return {"active_rank": float(rank + 1 if rank is not None else len(ranking) + 1),
-            "active_rel": s_act / top if rank is not None else 0.0, "active_z": z(s_act), "top_z": z(top),
+            "active_rel": s_act / top if rank is not None else 0.0, "active_z": _z(spread, s_act),
+            "top_z": _z(spread, top),
             "top_margin": (top - scores[1]) / top if len(scores) > 1 else 1.0}
 
 
 def context_features(turn: str, agent: str, feats: dict, workflow, pending: str | None,
-                     ranking: list[tuple[str, float]], active: str | None, position: int) -> dict[str, float]:
+                     ranking: list[tuple[str, float]], active: str | None, position: int,
+                     foreign: float) -> dict[str, float]:
     """``CONTEXT_FEATURES`` of a turn (``feats``: its ``lexical_features``; ``position``: user turns before
-    it)."""
+    it; ``foreign``: its ``foreign_share``, which the detector has already computed)."""
     from workflows.text import yes_no
 
     low = turn.lower()
@@ -286,5 +302,5 @@ def context_features(turn: str, agent: str, feats: dict, workflow, pending: str 
             "slot_value": float(any(v and re.search(rf"\b{re.escape(v)}\b", low) for v in _slot_values(workflow))),
             "slot_word": float(any(_mentions(w, tokens) for w in _slot_words(workflow))),
             "names_active": float(bool(active) and names_task(turn, active)),
-            "foreign": foreign_share(turn, workflow), **_ranking_context(ranking, active),
+            "foreign": foreign, **_ranking_context(ranking, active),
             "position": float(position)}

@@ -193,7 +193,8 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     fx["score"] = s
     row = {"request": feats["request"], "cue": feats["cue"], "verb_shift": feats["verb_shift"], "done": feats["done"],
            "offer_retrieval": feats["accepts_offer"] * max(0.0, ret), "retrieval": ret, "answer": feats["answer"],
-           **context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier))}
+           **context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier),
+                               fx["foreign"])}
     if params.trees:
         p = tree_probability(params.trees, row)
         fx["probability"] = p

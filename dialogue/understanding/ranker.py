@@ -39,8 +39,8 @@ from typing import Any, Sequence
 
 from workflows.text import content_words
 
-from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, lexical_features, name_words, names_task,
-                       verb_groups)
+from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, _spread, _z, lexical_features, name_words,
+                       names_task, verb_groups)
 
 MODEL_PATH = Path(__file__).with_name("switch_model.json")
 DEPTH = 10  # candidates taken from each ranking
@@ -105,21 +105,6 @@ def _slot_words(wf) -> set[str]:
     return {w for s in wf.slots for w in re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])(?=[A-Z])", " ",
                                                                        s.name).lower().replace("_", " "))
             if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
-
-
-def _spread(ranking: Sequence[tuple[str, float]]) -> tuple[float, float]:
-    """(mean, sd) of a ranking's scores."""
-    vals = [s for _, s in ranking]
-    mean = sum(vals) / len(vals)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
-
-
-def _z(spread: tuple[float, float], value: float, floor: float = 0.0) -> float:
-    """``value`` as a z-score over a ranking's scores (their ``_spread``), the sd taken as at least ``floor``
-    (0 when they do not spread)."""
-    mean, sd = spread
-    sd = max(sd, floor)
-    return (value - mean) / sd if sd > 1e-9 else 0.0
 
 
 def features(name: str, ev: Evidence, library, active: str | None, seen: Sequence[str],
