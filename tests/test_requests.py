@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dialogue.commands import ApplyEnv, StartFlow, apply_all
 from dialogue.frames import merge_stack, top
-from dialogue.understanding.requests import cuts, is_request, two_requests
+from dialogue.understanding.requests import MIN_PROBABILITY, cuts, is_request, min_probability, two_requests
 from dialogue.understanding.slots import listed, referents, referred_values
 from workflows.pdl import Workflow
 
@@ -41,6 +41,18 @@ def test_a_part_that_picks_no_task_of_its_own_or_is_out_of_scope_makes_one_reque
     assert is_request("where is ORD-7003")
     # a new sentence alone is no cut: it mostly gives details
     assert cuts("I forgot my password. customer C-1003 text me") == []
+
+
+def test_the_threshold_is_the_one_fitted_into_the_model_and_the_former_one_without_it():
+    assert min_probability({"ranker": {"requests": {"min_probability": 0.35}}}) == 0.35
+    assert min_probability({"ranker": {"weights": {}}}) == min_probability(None) == MIN_PROBABILITY == 0.5
+    # a part whose own pick is about 0.4 sure counts under a threshold fitted below that, not under 0.5
+    def rank(text: str):
+        return [("track", 1.0 if "where" in text else 0.0), ("cancel", 1.0 if "cancel" in text else 0.0),
+                ("other", 0.6), ("more", 0.6)]
+    msg = "where is ORD-7003 and please cancel ORD-7010"
+    assert two_requests(msg, "cancel", rank, lambda t: True) is None
+    assert two_requests(msg, "cancel", rank, lambda t: True, min_probability=0.35) is not None
 
 
 def test_a_queued_request_waits_below_the_active_one_and_starts_when_it_is_finished():

@@ -28,7 +28,10 @@ from .ranker import log_softmax
 # where the next clause is joined on by a coordinating conjunction (which belongs to neither request)
 _CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)", re.I)
 _WORD = re.compile(r"\w+")
-MIN_PROBABILITY = 0.5  # each part's own pick, as a probability over the ranked candidates
+# Each part's own pick, as a probability over the ranked candidates, must reach a threshold that depends on
+# the pick model's probability scale: it is fitted closed loop on train with the model (``flowdesk train switch
+# --requests-only``) and stored in it as ``ranker.requests.min_probability``; a model without it uses this.
+MIN_PROBABILITY = 0.5
 MIN_WORDS = 3  # words each part needs to be a request of its own
 MAX_CUTS = 4  # cuts tried per message (long messages are read whole)
 
@@ -66,6 +69,12 @@ def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
     """The best candidate and its probability."""
     probs = _probabilities(scores)
     return max(probs.items(), key=lambda x: x[1]) if probs else None
+
+
+def min_probability(model: dict | None) -> float:
+    """The two-requests threshold stored in a switch model's data (``MIN_PROBABILITY`` when absent)."""
+    fitted = (((model or {}).get("ranker") or {}).get("requests") or {}).get("min_probability")
+    return MIN_PROBABILITY if fitted is None else float(fitted)
 
 
 def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str, float]]],
