@@ -727,6 +727,8 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
 # Candidates for ``ranker.requests.min_probability`` (``dialogue.understanding.requests``); 0.5 was hand-set
 # before session 11, and a refitted pick model may put its probabilities on another scale.
 REQUESTS_THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+# ... and for ``min_lead``, chosen with it: how much surer than the whole message each part must be.
+REQUESTS_LEADS = (0.0, 0.02, 0.05, 0.1, 0.15)
 
 
 def first_requests(dialogues) -> list[tuple[str, str]]:
@@ -754,14 +756,14 @@ def requests_examples(firsts: list[tuple[str, str]], more: list[tuple[str, str]]
     return singles, pairs
 
 
-def requests_accuracy(singles, pairs, rank, served, threshold: float) -> dict[str, float]:
+def requests_accuracy(singles, pairs, rank, served, threshold: float, lead: float) -> dict[str, float]:
     """Shares of one-request messages read as one and of two-request messages read as the two gold requests
-    in order, at ``threshold``; their mean is what the threshold is chosen on."""
+    in order, at ``threshold`` and ``lead``; their mean is what the two are chosen on."""
     from dialogue.understanding.requests import two_requests
 
     def found(text: str):
         ranking = rank(text)
-        return two_requests(text, ranking[0][0], rank, served, threshold) if ranking else None
+        return two_requests(text, ranking[0][0], rank, served, threshold, lead) if ranking else None
 
     one = sum(found(t) is None for t, _ in singles) / max(len(singles), 1)
     hits = 0
@@ -773,10 +775,10 @@ def requests_accuracy(singles, pairs, rank, served, threshold: float) -> dict[st
 
 
 def train_requests(data: Path, model_path: Path, loop_every: dict[str, int], cache: Path) -> dict[str, Any]:
-    """Choose the two-requests threshold on SGD/STAR train (``requests_examples``, ranked as the retriever
-    node ranks a part: ``nodes.retriever.part_ranking`` with the model in ``model_path``): the best mean of
-    the one- and two-request accuracies (``requests_accuracy``) pooled over both datasets, among equals the
-    one nearest the former 0.5; written into the model as ``ranker.requests``."""
+    """Choose the two-requests threshold and lead on SGD/STAR train (``requests_examples``, ranked as the
+    retriever node ranks a part: ``nodes.retriever.part_ranking`` with the model in ``model_path``): the best
+    mean of the one- and two-request accuracies (``requests_accuracy``) pooled over both datasets, among
+    equals the pair nearest the former rule (0.5, no lead); written into the model as ``ranker.requests``."""
     from functools import lru_cache
 
     from dialogue.understanding.requests import MIN_PROBABILITY
@@ -794,18 +796,22 @@ def train_requests(data: Path, model_path: Path, loop_every: dict[str, int], cac
         # one-request messages that could be cut are few (about 1 in 50): they are read from every dialogue
         singles, pairs = requests_examples(first_requests(full[1::max(1, loop_every[name] // 5)]),
                                            first_requests(full))
-        per[name] = {f"{t:g}": requests_accuracy(singles, pairs, rank, served, t) for t in REQUESTS_THRESHOLDS}
+        per[name] = {f"{t:g}/{m:g}": requests_accuracy(singles, pairs, rank, served, t, m)
+                     for t in REQUESTS_THRESHOLDS for m in REQUESTS_LEADS}
         per[name]["messages"] = {"one": len(singles), "two": len(pairs)}
-        typer.echo(f"two requests ({name} train): " + "; ".join(
-            f"{t:g} {per[name][f'{t:g}']['mean']:.3f}" for t in REQUESTS_THRESHOLDS))
+        typer.echo(f"two requests ({name} train): {len(singles)} one-request, {len(pairs)} two-request messages")
     # pooled over the datasets, each message counted once (STAR's cut single requests are a dozen)
     n_one, n_two = (sum(per[n]["messages"][k] for n in per) for k in ("one", "two"))
-    mean = {t: (sum(per[n][f"{t:g}"]["one"] * per[n]["messages"]["one"] for n in per) / max(n_one, 1)
-                + sum(per[n][f"{t:g}"]["two"] * per[n]["messages"]["two"] for n in per) / max(n_two, 1)) / 2
-            for t in REQUESTS_THRESHOLDS}
-    chosen = max(sorted(REQUESTS_THRESHOLDS, key=lambda t: abs(t - MIN_PROBABILITY)), key=lambda t: mean[t])
+    grid = [(t, m) for t in REQUESTS_THRESHOLDS for m in REQUESTS_LEADS]
+    mean = {f"{t:g}/{m:g}": (sum(per[n][f"{t:g}/{m:g}"]["one"] * per[n]["messages"]["one"] for n in per) / max(n_one, 1)
+                             + sum(per[n][f"{t:g}/{m:g}"]["two"] * per[n]["messages"]["two"] for n in per)
+                             / max(n_two, 1)) / 2 for t, m in grid}
+    # among equals, the one nearest the former rule (0.5, no lead)
+    grid.sort(key=lambda g: (abs(g[0] - MIN_PROBABILITY) + g[1], g))
+    chosen = max(grid, key=lambda g: mean[f"{g[0]:g}/{g[1]:g}"])
     data_model["ranker"]["requests"] = {
-        "min_probability": chosen, "mean": {f"{t:g}": round(v, 4) for t, v in mean.items()}, "per_dataset": per,
+        "min_probability": chosen[0], "min_lead": chosen[1],
+        "mean": {k: round(v, 4) for k, v in mean.items()}, "per_dataset": per,
         "trained_on": {n: f"train: every dialogue's first request that could be cut, and consecutive pairs of "
                           f"every {max(1, loop_every[n] // 5)}th dialogue's from the second joined by 'and'"
                        for n in per}}
@@ -1042,8 +1048,8 @@ def train_command(
     cache = Path(os.environ.get("FLOWDESK_EVAL_CACHE", ".flowdesk/eval"))
     if requests_only:
         r = train_requests(data, path, {"sgd": loop_every, "star": star_loop_every}, cache)
-        typer.echo(f"two-requests threshold: {r['chosen']:g} (mean of one/two-request accuracy: " + "; ".join(
-            f"{t:g} {v:.3f}" for t, v in r["mean"].items()) + ")")
+        typer.echo(f"two requests: min_probability {r['chosen'][0]:g}, min_lead {r['chosen'][1]:g} (mean of one/"
+                   f"two-request accuracy, threshold/lead: " + "; ".join(f"{k} {v:.3f}" for k, v in r["mean"].items()) + ")")
         return
     if detector_only:
         d = train_detector(data, path, {"sgd": detector_sgd_every, "star": detector_star_every},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dialogue.commands import ApplyEnv, StartFlow, apply_all
 from dialogue.frames import merge_stack, top
-from dialogue.understanding.requests import MIN_PROBABILITY, cuts, is_request, min_probability, two_requests
+from dialogue.understanding.requests import MIN_LEAD, MIN_PROBABILITY, cuts, fitted, is_request, two_requests
 from dialogue.understanding.slots import listed, referents, referred_values
 from workflows.pdl import Workflow
 
@@ -44,8 +44,8 @@ def test_a_part_that_picks_no_task_of_its_own_or_is_out_of_scope_makes_one_reque
 
 
 def test_the_threshold_is_the_one_fitted_into_the_model_and_the_former_one_without_it():
-    assert min_probability({"ranker": {"requests": {"min_probability": 0.35}}}) == 0.35
-    assert min_probability({"ranker": {"weights": {}}}) == min_probability(None) == MIN_PROBABILITY == 0.5
+    assert fitted({"ranker": {"requests": {"min_probability": 0.35, "min_lead": 0.05}}}) == (0.35, 0.05)
+    assert fitted({"ranker": {"weights": {}}}) == fitted(None) == (MIN_PROBABILITY, MIN_LEAD) == (0.5, 0.0)
     # a part whose own pick is about 0.4 sure counts under a threshold fitted below that, not under 0.5
     def rank(text: str):
         return [("track", 1.0 if "where" in text else 0.0), ("cancel", 1.0 if "cancel" in text else 0.0),
@@ -53,6 +53,8 @@ def test_the_threshold_is_the_one_fitted_into_the_model_and_the_former_one_witho
     msg = "where is ORD-7003 and please cancel ORD-7010"
     assert two_requests(msg, "cancel", rank, lambda t: True) is None
     assert two_requests(msg, "cancel", rank, lambda t: True, min_probability=0.35) is not None
+    # each part must be surer of its pick than the whole message is, by the fitted lead (the whole: about 0.30)
+    assert two_requests(msg, "cancel", rank, lambda t: True, min_probability=0.35, min_lead=0.1) is None
 
 
 def test_a_queued_request_waits_below_the_active_one_and_starts_when_it_is_finished():

@@ -9,7 +9,7 @@ the retriever node picks with.  A cut gives two requests only when each part ask
 phrase or a question, not a scene-setter: "I'm leaving town soon and I need a hotel"), is served by the library
 (the scope gate) and confidently picks its own workflow (probability of its top pick), the two picks
 differ, the whole message's pick is one of them, and each part is surer of its pick than the whole
-message is (a workflow that does both — "check the balance and transfer" — reads the whole as surely) — so a part that only adds a value to the other
+message is, by a fitted lead (a workflow that does both — "check the balance and transfer" — reads the whole as surely) — so a part that only adds a value to the other
 ("book a table for 2 and make it 7pm": "make it 7pm" names no task of its own) gives no second request.
 
 ``two_requests(text, pick, rank, served)`` returns the two ``Request`` in the order they were said.
@@ -32,6 +32,9 @@ _WORD = re.compile(r"\w+")
 # the pick model's probability scale: it is fitted closed loop on train with the model (``flowdesk train switch
 # --requests-only``) and stored in it as ``ranker.requests.min_probability``; a model without it uses this.
 MIN_PROBABILITY = 0.5
+# How much surer of its pick each part must be than the whole message is (``ranker.requests.min_lead``, fitted
+# with the threshold; 0 without it, as before).
+MIN_LEAD = 0.0
 MIN_WORDS = 3  # words each part needs to be a request of its own
 MAX_CUTS = 4  # cuts tried per message (long messages are read whole)
 
@@ -71,15 +74,16 @@ def _top(scores: Sequence[tuple[str, float]]) -> tuple[str, float] | None:
     return max(probs.items(), key=lambda x: x[1]) if probs else None
 
 
-def min_probability(model: dict | None) -> float:
-    """The two-requests threshold stored in a switch model's data (``MIN_PROBABILITY`` when absent)."""
-    fitted = (((model or {}).get("ranker") or {}).get("requests") or {}).get("min_probability")
-    return MIN_PROBABILITY if fitted is None else float(fitted)
+def fitted(model: dict | None) -> tuple[float, float]:
+    """(min_probability, min_lead) stored in a switch model's data (``MIN_PROBABILITY``, ``MIN_LEAD`` when
+    absent)."""
+    found = ((model or {}).get("ranker") or {}).get("requests") or {}
+    return (float(found.get("min_probability", MIN_PROBABILITY)), float(found.get("min_lead", MIN_LEAD)))
 
 
 def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str, float]]],
-                 served: Callable[[str], bool], min_probability: float = MIN_PROBABILITY
-                 ) -> tuple[Request, Request] | None:
+                 served: Callable[[str], bool], min_probability: float = MIN_PROBABILITY,
+                 min_lead: float = MIN_LEAD) -> tuple[Request, Request] | None:
     """The two requests the message makes, in the order said; None when it makes one.  ``pick``: the whole
     message's workflow; ``rank``: a text's candidates with their logits (the retriever's ranking);
     ``served``: is a text in the library's scope (the scope gate)."""
@@ -94,7 +98,7 @@ def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str,
         if min(a[1], b[1]) < min_probability or not (served(head) and served(tail)):
             continue
         whole = _probabilities(rank(text)) if whole is None else whole
-        if any(p <= whole.get(name, 0.0) for name, p in (a, b)):
+        if any(p <= whole.get(name, 0.0) + min_lead for name, p in (a, b)):
             continue  # one workflow reads the whole message as surely as the part: one request about both
         found = (Request(head, *a), Request(tail, *b))
         if best is None or min(a[1], b[1]) > min(best[0].probability, best[1].probability):
