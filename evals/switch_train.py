@@ -811,7 +811,9 @@ def train_requests(data: Path, model_path: Path, loop_every: dict[str, int], cac
     chosen = max(grid, key=lambda g: mean[f"{g[0]:g}/{g[1]:g}"])
     data_model["ranker"]["requests"] = {
         "min_probability": chosen[0], "min_lead": chosen[1],
-        "mean": {k: round(v, 4) for k, v in mean.items()}, "per_dataset": per,
+        "mean": {k: round(v, 4) for k, v in mean.items()},
+        "per_dataset": {n: {"messages": per[n]["messages"], "chosen": per[n][f"{chosen[0]:g}/{chosen[1]:g}"]}
+                        for n in per},
         "trained_on": {n: f"train: every dialogue's first request that could be cut, and consecutive pairs of "
                           f"every {max(1, loop_every[n] // 5)}th dialogue's from the second joined by 'and'"
                        for n in per}}
