@@ -201,17 +201,14 @@ def fit_detector(rows: list) -> dict[str, Any]:
             "train_accuracy": round(best[1], 4), "rows": len(rows)}
 
 
-# num_leaves 7 (31 before session 11): smaller trees carry better to services left out of the fit (the unseen-
-# service folds: 0.679 -> 0.681 with the same features, reports/switch-train-pick).
-PICK_PARAMS = {"objective": "lambdarank", "n_estimators": 300, "learning_rate": 0.05, "num_leaves": 7,
+PICK_PARAMS = {"objective": "lambdarank", "n_estimators": 300, "learning_rate": 0.05, "num_leaves": 31,
                "min_child_samples": 50, "lambdarank_truncation_level": 5}
 # What the turn says of a candidate can only speak for it (its task named, its verb, its slot words and
 # values, an offer it fits) or, for a verb that clashes, against it.  Unconstrained, the trees learned a
 # full slot-word cover as evidence *against* a candidate (an artefact of SGD/STAR): on the demo desk "has
 # my order ORD-7006 shipped? My email is …" then started cancel_order over track_order.
 PICK_MONOTONE = {**dict.fromkeys(("verb_match", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
-                                  "enum_count", "slot_share", "name_share", "agent_slot_share", "desc_share",
-                                  "vocab_share"), 1),
+                                  "enum_count", "slot_share", "name_share", "agent_slot_share"), 1),
                  "verb_clash": -1}
 
 
