@@ -114,3 +114,19 @@ def test_a_workflow_that_does_both_makes_one_request():
         scores["both"] = (6.0 if "cancel" in low else 2.0) if "where" in low else -2.0
         return list(scores.items())
     assert two_requests("where is ORD-7003 and please cancel ORD-7010", "both", rank, lambda t: True) is None
+
+
+def test_the_fit_reads_cuttable_single_requests_and_pairs_joined_by_and():
+    from evals.switch_train import requests_accuracy, requests_examples
+
+    firsts = [("where is ORD-7003", "track"), ("please cancel ORD-7010", "cancel"), ("cancel ORD-7011 now", "cancel")]
+    more = [("where is ORD-7003 and where is ORD-7004", "track"), ("I would like to see my order", "track")]
+    singles, pairs = requests_examples(firsts, more)
+    # only a single request that could be read as two is an example of one (the others never split)
+    assert singles == [("where is ORD-7003 and where is ORD-7004", "track")]
+    # consecutive first requests for different workflows, in the order said
+    assert pairs == [("where is ORD-7003 and please cancel ORD-7010", ("track", "cancel"))]
+    acc = requests_accuracy(singles, pairs, _rank, lambda t: True, 0.5, 0.0)
+    assert acc == {"one": 1.0, "two": 1.0, "mean": 1.0}
+    # a lead no part reaches reads every message as one request
+    assert requests_accuracy(singles, pairs, _rank, lambda t: True, 0.5, 0.99)["two"] == 0.0
