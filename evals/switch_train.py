@@ -1026,8 +1026,8 @@ def train_command(
     reviser_answer_only: bool = typer.Option(False, help="Keep the model's fitted reviser and its two thresholds; "
                                                          "only choose threshold_answer (reports/<out>-reviser-answer)."),
     pick_only: bool = typer.Option(False, help="Only fit the pick model (then the reviser, unless --no-reviser)."),
-    requests_only: bool = typer.Option(False, help="Only choose the two-requests threshold closed loop on train, on "
-                                                   "the model as it is."),
+    requests_only: bool = typer.Option(False, help="Only choose the two-requests threshold and lead on train messages "
+                                                   "(ranked by the model as it is) and write them into it."),
     detector_only: bool = typer.Option(False, help="Only fit the detector's trees on the model as it is (closed-loop "
                                                    "rows, threshold chosen closed loop on train)."),
     detector_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the detector trees' rows."),

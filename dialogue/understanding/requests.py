@@ -29,8 +29,9 @@ from .ranker import log_softmax
 _CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)", re.I)
 _WORD = re.compile(r"\w+")
 # Each part's own pick, as a probability over the ranked candidates, must reach a threshold that depends on
-# the pick model's probability scale: it is fitted closed loop on train with the model (``flowdesk train switch
-# --requests-only``) and stored in it as ``ranker.requests.min_probability``; a model without it uses this.
+# the pick model's probability scale: ``flowdesk train switch --requests-only`` fits it on train messages with
+# the model and stores it as ``ranker.requests.min_probability``; a model without it (the bundled one: the fit,
+# 0.6, reads the demo's "where is ORD-7003 and please cancel ORD-7010" as one request) uses this.
 MIN_PROBABILITY = 0.5
 # How much surer of its pick each part must be than the whole message is (``ranker.requests.min_lead``, fitted
 # with the threshold; 0 without it, as before).
