@@ -140,7 +140,9 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     fx: dict[str, float] = {k: v for k, v in feats.items() if isinstance(v, float)}
 
     def verdict(action: str, conf: float, oos: bool = False, why: str = "") -> Verdict:
-        query = self_generated_query(turn, agent, earlier, feats) if turn else ""
+        # once the active task has run to its end, the user's earlier turns were about it: a request now
+        # is written without them ("thanks! can I cancel it?" after a tracking would search the tracking)
+        query = self_generated_query(turn, agent, [] if finished else earlier, feats) if turn else ""
         intention = why or (f"the user wants to: {turn}" if turn else "")
         return Verdict(action, oos, conf, query if action == "SEARCH" else "", intention, "offline", fx,
                        query)  # type: ignore[arg-type]
