@@ -346,6 +346,19 @@ def test_context_features_read_a_finished_task_from_the_frame_or_the_agents_word
     assert wrapped("Your order has been cancelled. Is there anything else I can help with?", finished=False) == 1.0
 
 
+def test_a_request_after_a_finished_task_is_searched_without_its_turns(bundled):
+    lib, score = bundled
+    msgs = [H("where is my order ORD-7003?"), A("Could you tell me the email address used for the order?"),
+            H("tomas.l@example.com"), A("Order ORD-7003 is on its way with Northpost."),
+            H("thanks! btw can I cancel it?")]
+    wf = lib.workflows["track_order"]
+    going = offline_decide(msgs, "track_order", wf, score)
+    done = offline_decide(msgs, "track_order", wf, score, finished=True)
+    assert "where is my order" in going.self_query  # elliptical ("it"): the earlier turns say what it is
+    assert "where is my order" not in done.self_query and "cancel" in done.self_query
+    assert done.row["wrapped_up"] == 1.0
+
+
 def _trees_on(feature: str, rows: int = 200) -> str:
     """A small LightGBM detector whose probability of SEARCH follows one feature (label = feature > 1)."""
     import lightgbm as lgb

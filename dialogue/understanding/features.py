@@ -265,7 +265,9 @@ def _z(spread: tuple[float, float], value: float, floor: float = 0.0) -> float:
 # The learned detector's inputs beyond the linear ones, in the order its trees read them.  None names a
 # service: they say what the turn is (an answer to the agent's question, a value of the active
 # workflow, a question of its own), where it falls in the dialogue, and how the library's BM25 ranking
-# places the active workflow among all of them (relative to the top and as a z-score over the ranking).
+# places the active workflow among all of them (relative to the top and as a z-score over the ranking, and
+# its lead over the best other one), whether the active task is over (``wrapped_up``) and whether the turn
+# gives a value for one of its open slots.
 CONTEXT_FEATURES = ("asked", "pending", "short", "content_words", "words", "question", "agent_question",
                     "agent_offer", "yes_no", "numberish", "slot_value", "slot_word", "names_active", "foreign",
                     "active_rank", "active_rel", "active_z", "top_z", "top_margin", "position",
