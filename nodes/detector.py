@@ -78,12 +78,14 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     params = learned_params(ranker.meta.get("detector") if ranker is not None else None)
     roles = {name: w.role for name, w in res.library.workflows.items()}
     scorer = retriever_scorer(res.retriever)
-    v = decide(messages, active, wf, scorer, ",".join(asked) or None, ctx.detector_mode, model, params, roles=roles)
+    finished = wf is not None and env.finished(frame)
+    v = decide(messages, active, wf, scorer, ",".join(asked) or None, ctx.detector_mode, model, params, roles=roles,
+               finished=finished, filled=frame.get("slots") if frame else None)
     stacked = [f["workflow"] for f in interrupted(stack) if f["workflow"] in res.library.workflows]
     describe = {n: f"{res.library.workflows[n].display_name} {res.library.workflows[n].description}" for n in stacked}
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "",
-                             finished=wf is not None and env.finished(frame), idle=not stack)
+                             finished=finished, idle=not stack)
     if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, scorer(text))

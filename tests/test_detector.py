@@ -320,6 +320,43 @@ def test_context_features_read_the_agents_question_and_the_active_workflows_plac
     absent = context_features("4 people tomorrow", agent, feats, wf, None, [("track_order", 8.0)], "book_table", 0,
                               foreign)
     assert absent["active_rank"] == 2.0 and absent["active_rel"] == 0.0
+    # the active workflow leads the best other one on the turn's own ranking; the turn fills an open slot
+    assert row["other_z"] == row["top_z"] and row["active_lead"] < 0
+    assert row["fills_open"] == 1.0 and row["fills_any"] == 1.0 and row["wrapped_up"] == 0.0
+    leads = context_features("4 people tomorrow", agent, feats, wf, "party_size",
+                             [("book_table", 8.0), ("track_order", 4.0), ("cancel_order", 2.0)], "book_table", 1,
+                             foreign, filled={"party_size": 4, "date": "tomorrow"})
+    assert leads["active_lead"] > 0 and leads["other_z"] < leads["active_z"]
+    assert leads["fills_open"] == 0.0 and leads["fills_any"] == 1.0  # the values it gives are already filled
+
+
+def test_context_features_read_a_finished_task_from_the_frame_or_the_agents_words(bundled):
+    from dialogue.understanding.features import context_features, lexical_features
+
+    lib, _ = bundled
+    wf = lib.workflows["track_order"]
+    turn, said = "thanks! btw can I cancel it?", "Order ORD-7003 is on its way with Northpost."
+
+    def wrapped(agent: str, finished: bool) -> float:
+        feats = lexical_features(turn, agent, wf, None)
+        return context_features(turn, agent, feats, wf, None, [], "track_order", 2, 1.0, finished)["wrapped_up"]
+
+    assert wrapped(said, finished=True) == 1.0  # the frame says so, whatever the agent's words
+    assert wrapped(said, finished=False) == 0.0
+    assert wrapped("Your order has been cancelled. Is there anything else I can help with?", finished=False) == 1.0
+
+
+def test_a_request_after_a_finished_task_is_searched_without_its_turns(bundled):
+    lib, score = bundled
+    msgs = [H("where is my order ORD-7003?"), A("Could you tell me the email address used for the order?"),
+            H("tomas.l@example.com"), A("Order ORD-7003 is on its way with Northpost."),
+            H("thanks! btw can I cancel it?")]
+    wf = lib.workflows["track_order"]
+    going = offline_decide(msgs, "track_order", wf, score)
+    done = offline_decide(msgs, "track_order", wf, score, finished=True)
+    assert "where is my order" in going.self_query  # elliptical ("it"): the earlier turns say what it is
+    assert "where is my order" not in done.self_query and "cancel" in done.self_query
+    assert done.row["wrapped_up"] == 1.0
 
 
 def _trees_on(feature: str, rows: int = 200) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from workflows.text import FILLERS, NO_START, YES_START, content_words, message_text, role_of, stemmed
 
-from .slots import EMAIL
+from .slots import EMAIL, fill_slots
 
 # --- lexical features -------------------------------------------------------------------------------
 
@@ -265,35 +265,55 @@ def _z(spread: tuple[float, float], value: float, floor: float = 0.0) -> float:
 # The learned detector's inputs beyond the linear ones, in the order its trees read them.  None names a
 # service: they say what the turn is (an answer to the agent's question, a value of the active
 # workflow, a question of its own), where it falls in the dialogue, and how the library's BM25 ranking
-# places the active workflow among all of them (relative to the top and as a z-score over the ranking).
+# places the active workflow among all of them (relative to the top and as a z-score over the ranking, and
+# its lead over the best other one), whether the active task is over (``wrapped_up``) and whether the turn
+# gives a value for one of its open slots.
 CONTEXT_FEATURES = ("asked", "pending", "short", "content_words", "words", "question", "agent_question",
                     "agent_offer", "yes_no", "numberish", "slot_value", "slot_word", "names_active", "foreign",
-                    "active_rank", "active_rel", "active_z", "top_z", "top_margin", "position")
+                    "active_rank", "active_rel", "active_z", "top_z", "top_margin", "position",
+                    "wrapped_up", "other_z", "active_lead", "fills_open", "fills_any")
 
 
 def _ranking_context(ranking: list[tuple[str, float]], active: str | None) -> dict[str, float]:
     if not ranking or ranking[0][1] <= 0:
-        return {"active_rank": 0.0, "active_rel": 0.0, "active_z": 0.0, "top_z": 0.0, "top_margin": 0.0}
+        return {"active_rank": 0.0, "active_rel": 0.0, "active_z": 0.0, "top_z": 0.0, "top_margin": 0.0,
+                "other_z": 0.0, "active_lead": 0.0}
     scores = [s for _, s in ranking]
     top = scores[0]
     spread = _spread(ranking)
     rank = next((i for i, (n, _) in enumerate(ranking) if n == active), None)
     s_act = scores[rank] if rank is not None else scores[-1]  # not ranked: at most the last one's score
+    # the turn's own confidence in the active workflow against the best other one
+    s_other = next((s for n, s in ranking if n != active), 0.0)
     return {"active_rank": float(rank + 1 if rank is not None else len(ranking) + 1),
             "active_rel": s_act / top if rank is not None else 0.0, "active_z": _z(spread, s_act),
             "top_z": _z(spread, top),
-            "top_margin": (top - scores[1]) / top if len(scores) > 1 else 1.0}
+            "top_margin": (top - scores[1]) / top if len(scores) > 1 else 1.0,
+            "other_z": _z(spread, s_other), "active_lead": _z(spread, s_act) - _z(spread, s_other)}
+
+
+def _fills(turn: str, workflow, pending: str | None, filled: dict | None) -> tuple[float, float]:
+    """(the turn gives a value for a slot of the active workflow still open, for any of its slots)."""
+    if workflow is None or not getattr(workflow, "slots", None):
+        return 0.0, 0.0
+    found = set(fill_slots(turn, workflow, pending=(pending or "").split(",")).values)
+    return float(bool(found - set(filled or {}))), float(bool(found))
 
 
 def context_features(turn: str, agent: str, feats: dict, workflow, pending: str | None,
                      ranking: list[tuple[str, float]], active: str | None, position: int,
-                     foreign: float) -> dict[str, float]:
+                     foreign: float, finished: bool = False, filled: dict | None = None) -> dict[str, float]:
     """``CONTEXT_FEATURES`` of a turn (``feats``: its ``lexical_features``; ``position``: user turns before
-    it; ``foreign``: its ``foreign_share``, which the detector has already computed)."""
+    it; ``foreign``: its ``foreign_share``, which the detector has already computed; ``finished``: the
+    active workflow's procedure has run to its end; ``filled``: the active frame's slot values)."""
     from workflows.text import yes_no
 
     low = turn.lower()
     tokens = set(_WORD.findall(low))
+    fills_open, fills_any = _fills(turn, workflow, pending, filled)
+    # The active task is over — its procedure ran to the end (the frame), or the agent reported a result or
+    # asked whether there is anything else (its words: replays of recorded dialogues have no live frames).
+    wrapped_up = finished or bool(agent and (ANYTHING_ELSE.search(agent) or DONE.search(agent)))
     return {"asked": feats["asked"], "pending": float(bool(pending)), "short": feats["short"],
             "content_words": feats["content_words"], "words": float(len(_WORD.findall(low))),
             "question": float(bool(QUESTION.search(turn))), "agent_question": float(bool(agent and "?" in agent)),
@@ -303,4 +323,5 @@ def context_features(turn: str, agent: str, feats: dict, workflow, pending: str 
             "slot_word": float(any(_mentions(w, tokens) for w in _slot_words(workflow))),
             "names_active": float(bool(active) and names_task(turn, active)),
             "foreign": foreign, **_ranking_context(ranking, active),
-            "position": float(position)}
+            "position": float(position), "wrapped_up": float(wrapped_up), "fills_open": fills_open,
+            "fills_any": fills_any}

@@ -73,9 +73,9 @@ def llm_decide(model, messages: Sequence[Any], workflow, fallback: Callable[[], 
 def decide(messages: Sequence[Any], active: str | None, workflow=None, score: ScoreFn | None = None,
            pending: str | None = None, mode: str = "offline", model=None,
            params: Params = DEFAULT_PARAMS, cascade_threshold: float = CASCADE_THRESHOLD,
-           roles: dict[str, str] | None = None) -> Verdict:
+           roles: dict[str, str] | None = None, finished: bool = False, filled: dict | None = None) -> Verdict:
     """One detector verdict under a policy (``offline`` | ``llm`` | ``cascade``)."""
-    offline = offline_decide(messages, active, workflow, score, pending, params, roles)
+    offline = offline_decide(messages, active, workflow, score, pending, params, roles, finished, filled)
     if model is None or mode == "offline":
         return offline
     if mode == "cascade" and offline.confidence >= cascade_threshold:

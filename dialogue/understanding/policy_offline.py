@@ -130,15 +130,19 @@ def _squash(x: float) -> float:
 
 def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, score: ScoreFn | None = None,
                    pending: str | None = None, params: Params = DEFAULT_PARAMS,
-                   roles: dict[str, str] | None = None) -> Verdict:
-    """``roles``: workflow name -> role, for the digression rule (without it the rule does not fire)."""
+                   roles: dict[str, str] | None = None, finished: bool = False,
+                   filled: dict | None = None) -> Verdict:
+    """``roles``: workflow name -> role, for the digression rule (without it the rule does not fire);
+    ``finished``: the active workflow's procedure has run to its end; ``filled``: its frame's slot values."""
     turn, agent, earlier = split_history(messages)
     feats = lexical_features(turn, agent, workflow, pending)
     in_scope_request = feats["cue"] or feats["accepts_offer"] or (feats["request"] and not feats["closing"])
     fx: dict[str, float] = {k: v for k, v in feats.items() if isinstance(v, float)}
 
     def verdict(action: str, conf: float, oos: bool = False, why: str = "") -> Verdict:
-        query = self_generated_query(turn, agent, earlier, feats) if turn else ""
+        # once the active task has run to its end, the user's earlier turns were about it: a request now
+        # is written without them ("thanks! can I cancel it?" after a tracking would search the tracking)
+        query = self_generated_query(turn, agent, [] if finished else earlier, feats) if turn else ""
         intention = why or (f"the user wants to: {turn}" if turn else "")
         return Verdict(action, oos, conf, query if action == "SEARCH" else "", intention, "offline", fx,
                        query)  # type: ignore[arg-type]
@@ -194,7 +198,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     row = {"request": feats["request"], "cue": feats["cue"], "verb_shift": feats["verb_shift"], "done": feats["done"],
            "offer_retrieval": feats["accepts_offer"] * max(0.0, ret), "retrieval": ret, "answer": feats["answer"],
            **context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier),
-                               fx["foreign"])}
+                               fx["foreign"], finished, filled)}
     if params.trees:
         p = tree_probability(params.trees, row)
         fx["probability"] = p
