@@ -9,8 +9,9 @@ the retriever node picks with.  A cut gives two requests only when each part ask
 phrase or a question, not a scene-setter: "I'm leaving town soon and I need a hotel"), is served by the library
 (the scope gate) and confidently picks its own workflow (probability of its top pick), the two picks
 differ, the whole message's pick is one of them, and each part is surer of its pick than the whole
-message is, by a fitted lead (a workflow that does both — "check the balance and transfer" — reads the whole as surely) — so a part that only adds a value to the other
-("book a table for 2 and make it 7pm": "make it 7pm" names no task of its own) gives no second request.
+message is, by a fitted lead (a workflow that does both — "check the balance and transfer" — reads the whole as
+surely) — so a part that only adds a value to the other ("book a table for 2 and make it 7pm": "make it 7pm" names
+no task of its own) gives no second request.
 
 ``two_requests(text, pick, rank, served)`` returns the two ``Request`` in the order they were said.
 """
