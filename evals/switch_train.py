@@ -903,7 +903,8 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     tmp = Path(cache) / "switch-model-candidates"
     tmp.mkdir(parents=True, exist_ok=True)
     base = tmp / "detector-base.json"
-    base.write_text(json.dumps({**data_model, "detector": detector}), encoding="utf-8")
+    # the agent as configured, recording each turn's whole row (``Params.record_row``) for the trees to learn from
+    base.write_text(json.dumps({**data_model, "detector": {**detector, "record_row": True}}), encoding="utf-8")
     forced = forced_detector_models(data_model, detector, tmp)
     X: list = []
     y: list = []

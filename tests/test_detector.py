@@ -3,6 +3,7 @@ the LLM path with scripted chat models (retries, fallback), the cascade, and the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from langchain_core.messages import AIMessage as A
 from langchain_core.messages import HumanMessage as H
 
 from dialogue.understanding.policy_llm import decide, parse_decision
-from dialogue.understanding.policy_offline import offline_decide
+from dialogue.understanding.policy_offline import DEFAULT_PARAMS, offline_decide
 from dialogue.understanding.query import self_generated_query
 from nodes.detector import retriever_scorer
 
@@ -353,7 +354,8 @@ def test_a_request_after_a_finished_task_is_searched_without_its_turns(bundled):
             H("thanks! btw can I cancel it?")]
     wf = lib.workflows["track_order"]
     going = offline_decide(msgs, "track_order", wf, score)
-    done = offline_decide(msgs, "track_order", wf, score, finished=True)
+    done = offline_decide(msgs, "track_order", wf, score, finished=True,
+                          params=replace(DEFAULT_PARAMS, record_row=True))
     assert "where is my order" in going.self_query  # elliptical ("it"): the earlier turns say what it is
     assert "where is my order" not in done.self_query and "cancel" in done.self_query
     assert done.row["wrapped_up"] == 1.0
@@ -383,7 +385,11 @@ def test_learned_trees_replace_the_linear_score_and_old_models_keep_it(bundled):
     msgs = BOOKING + [H("what about the weather there, is it sunny?")]
     old = offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=learned_params(linear))
     assert "probability" not in old.features and "score" in old.features
-    assert set(old.row) == set(DETECTOR_FEATURES)
+    assert old.row == {}  # a linear detector neither computes nor records the trees' row ...
+    recorded = offline_decide(msgs, "book_table", lib.workflows["book_table"], score,
+                              params=learned_params({**linear, "record_row": True}))
+    assert set(recorded.row) == set(DETECTOR_FEATURES)  # ... unless asked to (training the trees)
+    assert (recorded.action, recorded.features["score"]) == (old.action, old.features["score"])
     # trees that search on a long turn and stay on a short one, whatever the linear score says
     params = learned_params({**linear, "trees": {"booster": _trees_on("short"), "threshold": 0.5}})
     assert params.trees and params.tree_threshold == 0.5

@@ -504,9 +504,12 @@ def test_the_detector_trees_learn_where_searching_and_staying_end_differently(ag
     model = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
     forced = forced_detector_models(model, model["detector"], tmp_path)
     search, stay = (replace(agent_context, switch_model=str(forced[k])) for k in ("search", "stay"))
+    recording = tmp_path / "recording.json"  # the agent as configured, recording the trees' rows
+    recording.write_text(json.dumps({**model, "detector": {**model["detector"], "record_row": True}}), "utf-8")
+    agent = replace(agent_context, switch_model=str(recording))
     dialogues = [_dialogue(i, rows) for i, rows in enumerate(DIALOGUES)]
-    assert detector_rows_closed_loop(dialogues, agent_context, agent_context, agent_context) == ([], [])
-    X, y = detector_rows_closed_loop(dialogues, agent_context, search, stay)
+    assert detector_rows_closed_loop(dialogues, agent, agent, agent) == ([], [])
+    X, y = detector_rows_closed_loop(dialogues, agent, search, stay)
     assert len(X) == len(y) and all(len(r) == len(DETECTOR_FEATURES) for r in X) and set(y) <= {0, 1}
     # the forced copies do what they say on a turn the score decides
     from evals.switch_loop import UnderstandingLoop
@@ -518,3 +521,9 @@ def test_the_detector_trees_learn_where_searching_and_staying_end_differently(ag
     outcomes = {k: decision(turn_commands(UnderstandingLoop(c).user_turn(state, turn))) for k, c in
                 (("search", search), ("stay", stay))}
     assert outcomes == {"search": "SEARCH", "stay": "STAY"}
+    # the row the trees learn from is in the turn's trace only when the model asks for it (``record_row``)
+    rows = {}
+    for name, c in (("recording", agent), ("default", agent_context)):
+        after = UnderstandingLoop(c).user_turn(state, turn)
+        rows[name] = next(e for e in reversed(after["trace"]) if e.get("event") == "user").get("detector_row")
+    assert set(rows["recording"]) == set(DETECTOR_FEATURES) and rows["default"] is None

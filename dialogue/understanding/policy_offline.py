@@ -56,6 +56,10 @@ class Params:
     # would not (what they were fitted on) exceeds ``tree_threshold``.
     trees: str = ""
     tree_threshold: float = 0.5
+    # Record the trees' whole input row in the verdict (and so in the turn's trace) even without trees: what
+    # ``flowdesk train switch --detector-only`` fits them on.  Off by default — the turn's context (a slot
+    # reading of its own among it) is then not computed for a linear detector that does not read it.
+    record_row: bool = False
 
 
 DEFAULT_PARAMS = Params()
@@ -79,7 +83,8 @@ def learned_params(detector: dict | None, base: Params = DEFAULT_PARAMS) -> Para
     return replace(base, w_request=w["request"], w_cue=w["cue"], w_verb=w["verb_shift"], w_done=w["done"],
                    w_offer=w["offer_retrieval"], w_retrieval=w["retrieval"], w_answer=-w["answer"],
                    bias=detector["bias"], threshold=detector.get("threshold", 0.0),
-                   trees=trees.get("booster", ""), tree_threshold=float(trees.get("threshold", 0.5)))
+                   trees=trees.get("booster", ""), tree_threshold=float(trees.get("threshold", 0.5)),
+                   record_row=bool(detector.get("record_row", False)))
 
 
 @lru_cache(maxsize=4)
@@ -196,9 +201,10 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
          + params.w_retrieval * ret - params.w_answer * feats["answer"] + params.bias)
     fx["score"] = s
     row = {"request": feats["request"], "cue": feats["cue"], "verb_shift": feats["verb_shift"], "done": feats["done"],
-           "offer_retrieval": feats["accepts_offer"] * max(0.0, ret), "retrieval": ret, "answer": feats["answer"],
-           **context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier),
-                               fx["foreign"], finished, filled)}
+           "offer_retrieval": feats["accepts_offer"] * max(0.0, ret), "retrieval": ret, "answer": feats["answer"]}
+    if params.trees or params.record_row:  # the turn's context: only what reads it pays for it
+        row.update(context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier),
+                                    fx["foreign"], finished, filled))
     if params.trees:
         p = tree_probability(params.trees, row)
         fx["probability"] = p
@@ -210,7 +216,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     why = (f"another workflow fits better ({info.get('top')})" if action == "SEARCH"
            else f"continuing {active}")
     v = verdict(action, conf, why=why)
-    v.row = row
+    v.row = row if params.trees or params.record_row else {}
     return v
 
 
