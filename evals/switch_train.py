@@ -825,6 +825,9 @@ DETECTOR_THRESHOLDS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.75)  # probability "se
 # The trees' cap on train, under SEARCH_CAP: dev searched more than train at the same threshold (session 10:
 # 0.398 on train, 0.409 on the SGD dev sample), so the threshold keeps a margin.
 DETECTOR_SEARCH_CAP = 0.37
+# The trees as a veto on the linear detector's searches (``Params.tree_mode``): low thresholds overrule only
+# the searches they are surest are needless.
+DETECTOR_VETO_THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
 DETECTOR_TREE_PARAMS = {"n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 40}
 
 
@@ -923,11 +926,11 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     trees = fit_detector_trees(X, y)
     results: dict[str, dict] = {}
 
-    def run(label: str, thr: float | None) -> None:
-        det = {**detector, **({"trees": {**trees, "threshold": thr}} if thr is not None else {})}
-        path = tmp / f"detector-{thr}.json"
+    def run(label: str, thr: float | None, mode: str = "replace") -> None:
+        det = {**detector, **({"trees": {**trees, "threshold": thr, "mode": mode}} if thr is not None else {})}
+        path = tmp / f"detector-{mode}-{thr}.json"
         path.write_text(json.dumps({**data_model, "detector": det}), encoding="utf-8")
-        results[label] = {"threshold": thr, **closed_loop_on_train(loaded, cache, path, **chosen_ctx)}
+        results[label] = {"threshold": thr, "mode": mode, **closed_loop_on_train(loaded, cache, path, **chosen_ctx)}
         typer.echo(f"  closed loop (train) {label}: " + ", ".join(
             f"{n} top-1 {p['top1']:.3f} searches {p['searches_per_turn']:.3f}"
             for n, p in results[label]["per_dataset"].items()))
@@ -935,12 +938,15 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     run("linear detector", None)
     for thr in DETECTOR_THRESHOLDS:
         run(f"detector trees, threshold {thr:g}", thr)
+    for thr in DETECTOR_VETO_THRESHOLDS:
+        run(f"detector trees as a veto, threshold {thr:g}", thr, "veto")
     chosen = best_within_cap(results, DETECTOR_SEARCH_CAP)
-    thr = results[chosen]["threshold"]
-    data_model["detector"] = {**detector, **({"trees": {**trees, "threshold": thr}} if thr is not None else {})}
+    thr, mode = results[chosen]["threshold"], results[chosen]["mode"]
+    data_model["detector"] = {**detector, **({"trees": {**trees, "threshold": thr, "mode": mode}}
+                                             if thr is not None else {})}
     label = (data_model.get("chosen") or {}).get("label", "").split(" + detector trees")[0]
     if thr is not None:
-        label += f" + detector trees (threshold {thr:g})"
+        label += f" + detector trees ({'a veto, ' if mode == 'veto' else ''}threshold {thr:g})"
     data_model["chosen"] = {**(data_model.get("chosen") or {}), "label": label}
     data_model["detector_trees_fit"] = {"rows": trees["rows"], "positives": trees["positives"], "gain": trees["gain"],
                                         "chosen": chosen, "candidates": results, "rows_every": rows_every,

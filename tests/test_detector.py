@@ -398,3 +398,13 @@ def test_learned_trees_replace_the_linear_score_and_old_models_keep_it(bundled):
     params = learned_params({**linear, "trees": {"booster": _trees_on("words"), "threshold": 0.5}})
     v = offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=params)
     assert v.row["words"] > 1.5 and v.features["probability"] > 0.5 and v.action == "SEARCH"
+    # as a veto the same trees only overrule the linear score's searches: where it stays, they cannot search
+    staying = {**linear, "threshold": v.features["score"] + 1.0}
+    vetoing = learned_params({**staying, "trees": {"booster": _trees_on("words"), "threshold": 0.5, "mode": "veto"}})
+    assert vetoing.tree_mode == "veto" and params.tree_mode == "replace"  # older files: the trees decide alone
+    assert offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=vetoing).action == "STAY"
+    searching = {**linear, "threshold": v.features["score"] - 1.0}
+    vetoing = learned_params({**searching, "trees": {"booster": _trees_on("short"), "threshold": 0.5, "mode": "veto"}})
+    assert offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=vetoing).action == "STAY"
+    vetoing = learned_params({**searching, "trees": {"booster": _trees_on("words"), "threshold": 0.5, "mode": "veto"}})
+    assert offline_decide(msgs, "book_table", lib.workflows["book_table"], score, params=vetoing).action == "SEARCH"

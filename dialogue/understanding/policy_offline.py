@@ -56,6 +56,9 @@ class Params:
     # would not (what they were fitted on) exceeds ``tree_threshold``.
     trees: str = ""
     tree_threshold: float = 0.5
+    # ``veto``: the trees only overrule the linear score's searches (SEARCH iff both search), keeping its
+    # stays — what they learned best is where a search is needless; ``replace``: they decide alone.
+    tree_mode: str = "replace"
     # Record the trees' whole input row in the verdict (and so in the turn's trace) even without trees: what
     # ``flowdesk train switch --detector-only`` fits them on.  Off by default — the turn's context (a slot
     # reading of its own among it) is then not computed for a linear detector that does not read it.
@@ -84,6 +87,7 @@ def learned_params(detector: dict | None, base: Params = DEFAULT_PARAMS) -> Para
                    w_offer=w["offer_retrieval"], w_retrieval=w["retrieval"], w_answer=-w["answer"],
                    bias=detector["bias"], threshold=detector.get("threshold", 0.0),
                    trees=trees.get("booster", ""), tree_threshold=float(trees.get("threshold", 0.5)),
+                   tree_mode=str(trees.get("mode", "replace")),
                    record_row=bool(detector.get("record_row", False)))
 
 
@@ -208,7 +212,8 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     if params.trees:
         p = tree_probability(params.trees, row)
         fx["probability"] = p
-        action = "SEARCH" if p > params.tree_threshold else "STAY"
+        action = "SEARCH" if p > params.tree_threshold and (params.tree_mode != "veto" or s > params.threshold) \
+            else "STAY"
         conf = 0.5 + abs(p - params.tree_threshold)
     else:
         action = "SEARCH" if s > params.threshold else "STAY"
