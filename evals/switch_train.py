@@ -782,6 +782,9 @@ def train_requests(data: Path, model_path: Path, loop_every: dict[str, int], cac
     from graph.resources import get_resources
     from nodes.retriever import part_ranking, serves
 
+    def key(t: float, m: float) -> str:  # a (threshold, lead) pair as the report names it
+        return f"{t:g}/{m:g}"
+
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
     per: dict[str, dict] = {}
     for name, split in SOURCES:
@@ -793,23 +796,25 @@ def train_requests(data: Path, model_path: Path, loop_every: dict[str, int], cac
         # one-request messages that could be cut are few (about 1 in 50): they are read from every dialogue
         singles, pairs = requests_examples(first_requests(full[1::max(1, loop_every[name] // 5)]),
                                            first_requests(full))
-        per[name] = {f"{t:g}/{m:g}": requests_accuracy(singles, pairs, rank, served, t, m)
+        per[name] = {key(t, m): requests_accuracy(singles, pairs, rank, served, t, m)
                      for t in REQUESTS_THRESHOLDS for m in REQUESTS_LEADS}
         per[name]["messages"] = {"one": len(singles), "two": len(pairs)}
         typer.echo(f"two requests ({name} train): {len(singles)} one-request, {len(pairs)} two-request messages")
-    # pooled over the datasets, each message counted once (STAR's cut single requests are a dozen)
-    n_one, n_two = (sum(per[n]["messages"][k] for n in per) for k in ("one", "two"))
+    def pooled(k: str, kind: str) -> float:
+        """The share of ``kind`` ("one" / "two") messages read right at ``k`` over the datasets, each message
+        counted once (STAR's cut single requests are a dozen)."""
+        n = sum(per[d]["messages"][kind] for d in per)
+        return sum(per[d][k][kind] * per[d]["messages"][kind] for d in per) / max(n, 1)
+
     grid = [(t, m) for t in REQUESTS_THRESHOLDS for m in REQUESTS_LEADS]
-    mean = {f"{t:g}/{m:g}": (sum(per[n][f"{t:g}/{m:g}"]["one"] * per[n]["messages"]["one"] for n in per) / max(n_one, 1)
-                             + sum(per[n][f"{t:g}/{m:g}"]["two"] * per[n]["messages"]["two"] for n in per)
-                             / max(n_two, 1)) / 2 for t, m in grid}
+    mean = {key(t, m): (pooled(key(t, m), "one") + pooled(key(t, m), "two")) / 2 for t, m in grid}
     # among equals, the one nearest the former rule (0.5, no lead)
     grid.sort(key=lambda g: (abs(g[0] - MIN_PROBABILITY) + g[1], g))
-    chosen = max(grid, key=lambda g: mean[f"{g[0]:g}/{g[1]:g}"])
+    chosen = max(grid, key=lambda g: mean[key(*g)])
     data_model["ranker"]["requests"] = {
         "min_probability": chosen[0], "min_lead": chosen[1],
         "mean": {k: round(v, 4) for k, v in mean.items()},
-        "per_dataset": {n: {"messages": per[n]["messages"], "chosen": per[n][f"{chosen[0]:g}/{chosen[1]:g}"]}
+        "per_dataset": {n: {"messages": per[n]["messages"], "chosen": per[n][key(*chosen)]}
                         for n in per},
         "trained_on": {n: f"train: every dialogue's first request that could be cut, and consecutive pairs of "
                           f"every {max(1, loop_every[n] // 5)}th dialogue's from the second joined by 'and'"

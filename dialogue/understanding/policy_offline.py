@@ -206,7 +206,8 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     fx["score"] = s
     row = {"request": feats["request"], "cue": feats["cue"], "verb_shift": feats["verb_shift"], "done": feats["done"],
            "offer_retrieval": feats["accepts_offer"] * max(0.0, ret), "retrieval": ret, "answer": feats["answer"]}
-    if params.trees or params.record_row:  # the turn's context: only what reads it pays for it
+    wants_row = bool(params.trees or params.record_row)  # the turn's context: only what reads it pays for it
+    if wants_row:
         row.update(context_features(turn, agent, feats, workflow, pending, ranking, active, len(earlier),
                                     fx["foreign"], finished, filled))
     if params.trees:
@@ -221,7 +222,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     why = (f"another workflow fits better ({info.get('top')})" if action == "SEARCH"
            else f"continuing {active}")
     v = verdict(action, conf, why=why)
-    v.row = row if params.trees or params.record_row else {}
+    v.row = row if wants_row else {}
     return v
 
 
