@@ -64,6 +64,8 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval extraction --dataset star --data $(DATA) --out reports/extraction-star
 	$(BIN)/flowdesk eval extraction --dataset abcd --data $(DATA) --out reports/extraction-abcd
 	$(BIN)/flowdesk eval sessions --seeds 4 --out reports/sessions-demo
+	$(BIN)/flowdesk eval sessions --dataset flowbench --data $(DATA) --seeds 4 --every 4 --out reports/sessions-flowbench
+	$(BIN)/flowdesk eval sessions --dataset star --data $(DATA) --out reports/sessions-star
 	$(BIN)/flowdesk eval experience --seeds 2 --out reports/experience
 
 # Refit the switch ranker/detector on SGD train + STAR train and choose the switching configuration
