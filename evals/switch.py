@@ -309,7 +309,7 @@ def _rich_progress():
 def evaluate(dataset: str, split: str, data: Path, out: Path, limit: int | None, configs: str,
              detector_mode: str = "offline", detector_model: str = "offline", single_task: bool = False,
              cache_dir: Path | None = None, do_tune: bool = False, show_progress: bool = True,
-             every: int = 1, loop: str = "closed") -> dict:
+             every: int = 1, loop: str = "closed", predictions: Path | None = None) -> dict:
     from graph.context import Context
     from graph.models import chat_model
     from memory.retrieval import build_retriever
@@ -328,7 +328,7 @@ def evaluate(dataset: str, split: str, data: Path, out: Path, limit: int | None,
         from .switch_loop import evaluate_closed
 
         return evaluate_closed(dataset, split, dialogues, lib_dir, cache_dir, Path(out), sample.strip(", "),
-                               show_progress)
+                               show_progress, predictions)
     multi_rep = dataset == "flowbench-samples"
     cfgs = parse_configs(configs, multi_rep)
     ctx = Context(library=str(lib_dir), store_dir=str(cache_dir / f"store-{dataset}-{split}"),
@@ -448,6 +448,9 @@ def switch_command(
     tune_detector: bool = typer.Option(False, "--tune", help="Grid-search the offline detector (train splits)."),
     loop: str = typer.Option("closed", help="closed: the agent's own decisions feed later turns (what users meet); "
                              "teacher: FlowSwitch's turn-level protocol (the previous gold is active)."),
+    predictions: Path = typer.Option(None, help="Closed loop: write every run's scored turns (default, before, "
+                                     "teacher-forced, ...) as JSON lines — dialogue id, turn, gold, prediction, "
+                                     "verdict, error category, relation to the gold; no dialogue text."),
 ) -> None:
     """FlowSwitch switch detection + retrieval evaluation; writes report.md, metrics.json and plots."""
     if dataset not in DATASETS:
@@ -461,9 +464,11 @@ def switch_command(
         raise typer.BadParameter("--loop must be closed or teacher")
     if tune_detector:
         loop = "teacher"  # the grid search replays the teacher-forced protocol
+    if predictions is not None and loop != "closed":
+        raise typer.BadParameter("--predictions needs --loop closed (its report has a teacher-forced run too)")
     out = Path(out) if out else Path("reports") / (f"switch-{dataset}" + ("-teacher" if loop == "teacher" else ""))
     m = evaluate(dataset, split, data, out, limit, configs, detector_mode, detector_model, single_task,
-                 do_tune=tune_detector, every=every, loop=loop)
+                 do_tune=tune_detector, every=every, loop=loop, predictions=predictions)
     if loop == "closed":
         d = m["default"]
         typer.echo(f"{m['turns']} turns, closed loop, default: top-1 {d['top1']:.3f} MAP {d['map']:.3f} "

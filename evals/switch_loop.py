@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -244,7 +245,9 @@ def chosen_on_train(switch_model: str = "") -> tuple[str, dict[str, Any]]:
 
 
 def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir, cache_dir, out, limit_note: str,
-                    show_progress: bool = True) -> dict[str, Any]:
+                    show_progress: bool = True, predictions=None) -> dict[str, Any]:
+    """Every run of the closed-loop report; ``predictions`` (a path) also gets each run's turns as JSON lines
+    (``evals.switch_predictions``; a run whose configuration equals an earlier one's is not repeated)."""
     from graph.context import Context
 
     from .report import Report
@@ -257,6 +260,8 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
     runs: dict[str, dict[str, Any]] = {}
     configs = {"default": {}, "best": over, "before": PREVIOUS_DEFAULT, "teacher": {}}
     done: dict[str, str] = {}  # identical Context → reuse the run
+    pred_rows: list = []  # evals.switch_predictions.PredictionRow of every run, when asked for
+    library = None
     started = time.perf_counter()
     for key, overrides in configs.items():
         ctx = Context(**{**base, **overrides})
@@ -277,6 +282,11 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
         finally:
             if prog:
                 prog.stop()
+        if predictions is not None:
+            from .switch_predictions import rows_of
+
+            library = _library(lib_dir) if library is None else library
+            pred_rows += rows_of(key, res.turns, library, oos)
         runs[key] = {**loop_metrics(res.turns, oos), "seconds": res.seconds,
                      "context": {k: getattr(ctx, k) for k in ("retriever", "fusion", "strategy", "context_prior",
                                                               "ranker", "revise")}}
@@ -326,5 +336,43 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
     metrics = {"loop": "closed", "dataset": dataset, "split": split, "dialogues": len(dialogues), "turns": n_turns,
                "summary": summary, "default": runs["default"], "best": {"label": label, **runs["best"]},
                "before": runs["before"], "teacher": runs["teacher"], "always_stay": stay, "seconds": seconds, "sample": limit_note or None}
+    if predictions is not None:
+        from .switch_predictions import write_rows
+
+        write_rows(Path(predictions), pred_rows)
+        metrics["confusions"] = _confusion_tables(rep, pred_rows, library)
+        metrics["predictions"] = str(predictions)
     rep.write(metrics)
     return metrics
+
+
+def _confusion_tables(rep, rows: list, library) -> dict[str, Any]:
+    """The wrong picks of the default and teacher-forced runs by error category and relation to the gold,
+    and the twin ceiling (an analysis: top-1 if confusing indistinguishable workflows counted as right)."""
+    from .switch_predictions import RELATIONS, ceiling, confusions
+
+    out: dict[str, Any] = {}
+    for run in ("default", "teacher"):
+        mine = [r for r in rows if r.run == run]
+        if not mine:
+            continue
+        table = confusions(mine)
+        cats = [c for c in (*ERROR_CATEGORIES, "all") if c in table]
+        total = sum(table.get("all", {}).values()) or 1
+        rep.table(f"What the wrong top-1 is, relative to the gold ({run}; counts, share of wrong turns)",
+                  ["relation", *cats, "share"],
+                  [[rel, *(table[c].get(rel, 0) for c in cats), table.get("all", {}).get(rel, 0) / total]
+                   for rel in RELATIONS])
+        ceil = ceiling(mine, library)
+        rep.text(f"Analysis, not a score ({run}): {ceil['gold_has_twin']} of {ceil['turns']} turns have a gold "
+                 "that another service's workflow repeats by intent name or description; counting the "
+                 f"{ceil['twin_confusions']} confusions between such twins as right would move top-1 from "
+                 f"{ceil['top1']:.3f} to {ceil['top1_twins_right']:.3f}.")
+        out[run] = {"confusions": table, "ceiling": ceil}
+    return out
+
+
+def _library(lib_dir):
+    from workflows.library import load_library
+
+    return load_library(lib_dir)
