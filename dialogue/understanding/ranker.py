@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from workflows.text import content_words
+from workflows.text import content_words, stemmed
 
 from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, _spread, _z, lexical_features, name_words,
                        names_task, verb_groups)
@@ -57,11 +57,15 @@ FEATURES = (
 # (a small desk's or FlowBench's best match scores lower than an SGD service's), so trees cut on a raw
 # cosine or on a cosine difference do not carry to another library; z-scores over the candidate rankings do.
 RELATIVE = ("den_z", "lex_z")
+# Pick-model evidence of what the turn says of a candidate's own text: the share of the turn's content words its
+# description and task name hold (``desc_share``), and with its slots' names and descriptions (``vocab_share``);
+# it separates near-duplicate tasks of one domain (search vs reserve) that a whole-workflow embedding blurs.
+OWN_WORDS = ("desc_share", "vocab_share")
 # The columns of a training row (``evals.switch_train.training_rows``): the features, and the spread of the
 # turn's dense scores, from which the pick model's sd floor is fitted (``Ranker.den_floor``).
-ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",)
+ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS
 # The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
-PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE
+PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,23 @@ def _slot_words(wf) -> set[str]:
     return {w for s in wf.slots for w in re.findall(r"[a-z]+", re.sub(r"(?<=[a-z])(?=[A-Z])", " ",
                                                                        s.name).lower().replace("_", " "))
             if len(w) > 2 and w not in ("new", "the", "type", "name", "number")}
+
+
+# A description's negated clause says what the workflow is *not* for ("cancel an order that has not shipped
+# yet"): its words are left out of the workflow's own words, or they would speak for it.
+NEGATED = re.compile(r"\b(?:not|no|never|nothing|without)\b[^.;,:!?]*|\w+n't\b[^.;,:!?]*", re.I)
+
+
+@lru_cache(maxsize=4096)
+def _own_words(description: str, name: str, slots: tuple[tuple[str, str], ...]) -> tuple[frozenset, frozenset]:
+    """(stemmed content words of a workflow's description and task name, the same with its slots' names and
+    descriptions)."""
+    desc = stemmed(content_words(" ".join([NEGATED.sub(" ", description), *name_words(name)])))
+    words = set(desc)
+    for slot, text in slots:
+        slot_words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", slot).replace("_", " ")
+        words |= stemmed(content_words(f"{slot_words} {NEGATED.sub(' ', text)}"))
+    return frozenset(desc), frozenset(words)
 
 
 def features(name: str, ev: Evidence, library, active: str | None, seen: Sequence[str],
@@ -162,6 +183,11 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     agent_hits = sum(1 for w in words if _mentions(w, agent_tokens)) if agent_tokens else 0
     f["agent_slot_hit"] = float(agent_hits > 0)
     f["agent_slot_share"] = agent_hits / len(words) if words else 0.0
+    said_words = stemmed(content_words(ev.text))
+    if said_words:
+        desc, vocab = _own_words(wf.description, name, tuple((s.name, s.description) for s in wf.slots))
+        f["desc_share"] = len(said_words & desc) / len(said_words)
+        f["vocab_share"] = len(said_words & vocab) / len(said_words)
     return {k: f.get(k, 0.0) for k in ROW_FEATURES}
 
 
