@@ -39,6 +39,7 @@ never read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -985,14 +986,22 @@ DETECTOR_SEARCH_CAP = 0.37
 # the searches they are surest are needless.
 DETECTOR_VETO_THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
 DETECTOR_TREE_PARAMS = {"n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 40}
+# ``--detector-tune``: the trees' size and regularisation chosen by cross-validated log loss on the train rows
+# (folds by dialogue, so a dialogue's turns never sit on both sides).  Off by default: the closed-loop threshold
+# choice is what decides; this only keeps the trees from fitting small samples' noise.
+DETECTOR_TUNE_GRID = [{"num_leaves": leaves, "min_child_samples": leaf, "reg_lambda": lam}
+                      for leaves in (7, 15) for leaf in (40, 100, 200) for lam in (0.0, 10.0)]
+DETECTOR_TUNE_FOLDS = 5
 
 
-def detector_rows_closed_loop(dialogues, context, search: Any, stay: Any) -> tuple[list[list[float]], list[int]]:
+def detector_rows_closed_loop(dialogues, context, search: Any, stay: Any,
+                              groups: list | None = None) -> tuple[list[list[float]], list[int]]:
     """(X, y) over the turns the detector's score decides in a closed-loop replay (the agent as ``context``
     configures it): the row it read (``detector_row`` of the turn's trace event, ``DETECTOR_FEATURES``), and
     what searching and staying would each have made of the turn — the same state run on through ``search``
     and ``stay`` (contexts whose detector always / never searches).  Label 1 where only the search ends on
-    the gold, 0 where only staying does; turns where both (or neither) do teach nothing and are left out."""
+    the gold, 0 where only staying does; turns where both (or neither) do teach nothing and are left out.
+    ``groups``, if given, receives each row's dialogue index (for folds by dialogue)."""
     from dialogue.understanding.policy_offline import DETECTOR_FEATURES
     from graph.state import active_workflow
 
@@ -1001,7 +1010,7 @@ def detector_rows_closed_loop(dialogues, context, search: Any, stay: Any) -> tup
     loop, searching, staying = UnderstandingLoop(context), UnderstandingLoop(search), UnderstandingLoop(stay)
     X: list[list[float]] = []
     y: list[int] = []
-    for dlg in dialogues:
+    for i, dlg in enumerate(dialogues):
         state: dict = {"messages": []}
         for turn in dlg.turns:
             if turn.speaker != "user":
@@ -1020,21 +1029,50 @@ def detector_rows_closed_loop(dialogues, context, search: Any, stay: Any) -> tup
             if by_search != by_stay:
                 X.append([row[k] for k in DETECTOR_FEATURES])
                 y.append(int(by_search))
+                if groups is not None:
+                    groups.append(i)
     return X, y
 
 
-def fit_detector_trees(X, y) -> dict[str, Any]:
-    """LightGBM over ``DETECTOR_FEATURES`` (the linear features and the turn's context)."""
+def tune_detector_trees(X, y, groups) -> dict[str, Any]:
+    """The ``DETECTOR_TUNE_GRID`` entry with the lowest log loss over folds by dialogue (``groups``);
+    returns the chosen parameters and every entry's mean log loss."""
+    import lightgbm as lgb
+    import numpy as np
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import GroupKFold
+
+    Xa, ya, ga = np.asarray(X, dtype=float), np.asarray(y), np.asarray(groups)
+    losses: dict[str, float] = {}
+    best, best_loss = dict(DETECTOR_TREE_PARAMS), float("inf")
+    for over in DETECTOR_TUNE_GRID:
+        params = {**DETECTOR_TREE_PARAMS, **over}
+        fold_losses = []
+        for tr, te in GroupKFold(n_splits=DETECTOR_TUNE_FOLDS).split(Xa, ya, ga):
+            m = lgb.LGBMClassifier(**params, random_state=0, n_jobs=1, deterministic=True, verbose=-1)
+            m.fit(Xa[tr], ya[tr])
+            fold_losses.append(log_loss(ya[te], m.predict_proba(Xa[te])[:, 1], labels=[0, 1]))
+        loss = float(np.mean(fold_losses))
+        losses[json.dumps(over, sort_keys=True)] = round(loss, 4)
+        if loss < best_loss:
+            best, best_loss = params, loss
+    return {"params": best, "log_loss": losses}
+
+
+def fit_detector_trees(X, y, params: dict | None = None) -> dict[str, Any]:
+    """LightGBM over ``DETECTOR_FEATURES`` (the linear features and the turn's context); ``params`` default
+    to ``DETECTOR_TREE_PARAMS``."""
     import lightgbm as lgb
     import numpy as np
 
     from dialogue.understanding.policy_offline import DETECTOR_FEATURES
 
-    model = lgb.LGBMClassifier(**DETECTOR_TREE_PARAMS, random_state=0, n_jobs=1, deterministic=True, verbose=-1)
+    params = params or DETECTOR_TREE_PARAMS
+    model = lgb.LGBMClassifier(**params, random_state=0, n_jobs=1, deterministic=True, verbose=-1)
     model.fit(np.asarray(X, dtype=float), np.asarray(y), feature_name=list(DETECTOR_FEATURES))
     gain = model.booster_.feature_importance(importance_type="gain")
     return {"features": list(DETECTOR_FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
-            "positives": int(sum(y)), "params": DETECTOR_TREE_PARAMS,
+            "positives": int(sum(y)), "params": params,
             "gain": {k: round(float(g), 1) for k, g in sorted(zip(DETECTOR_FEATURES, gain), key=lambda x: -x[1])}}
 
 
@@ -1050,10 +1088,14 @@ def forced_detector_models(data_model: dict, detector: dict, folder: Path) -> di
 
 
 def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
-                   cache: Path) -> dict[str, Any]:
+                   cache: Path, tune: bool = False, modes: tuple[str, ...] = ("replace", "veto")) -> dict[str, Any]:
     """Fit the detector's trees on closed-loop traces of SGD/STAR train (the agent as configured in
     ``model_path``), then choose their threshold closed loop on other train samples (best mean top-1 within
-    the search cap; the linear detector competes); written into the model's ``detector`` entry."""
+    the search cap; the linear detector competes); written into the model's ``detector`` entry.  ``tune``
+    chooses the trees' size and regularisation first (``tune_detector_trees``); ``modes`` are the ways of using
+    the trees that compete with the linear detector (each costs a closed loop per threshold).  The rows are kept in the
+    cache (keyed by the model's detector and the samples), so a re-run with other tree settings skips the
+    replays."""
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
     detector = {k: v for k, v in (data_model.get("detector") or {}).items() if k != "trees"}
     if not detector:
@@ -1067,19 +1109,32 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     forced = forced_detector_models(data_model, detector, tmp)
     X: list = []
     y: list = []
+    groups: list = []
     loaded = {}
     for name, split in SOURCES:
         full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
         # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
         loaded[name] = (lib_dir, full[1::loop_every[name]])
-        rx, ry = detector_rows_closed_loop(
-            full[::rows_every[name]], _context(name, lib_dir, cache, switch_model=str(base), **chosen_ctx),
-            *(_context(name, lib_dir, cache, switch_model=str(forced[k]), **chosen_ctx) for k in ("search", "stay")))
+        key = hashlib.sha1(json.dumps([detector, chosen_ctx, rows_every[name]], sort_keys=True).encode()).hexdigest()
+        saved = tmp / f"detector-rows-{name}-{split}-{key[:12]}.json"
+        if saved.is_file():
+            rx, ry, rg = json.loads(saved.read_text(encoding="utf-8"))
+        else:
+            rg = []
+            rx, ry = detector_rows_closed_loop(
+                full[::rows_every[name]], _context(name, lib_dir, cache, switch_model=str(base), **chosen_ctx),
+                *(_context(name, lib_dir, cache, switch_model=str(forced[k]), **chosen_ctx)
+                  for k in ("search", "stay")), groups=rg)
+            saved.write_text(json.dumps([rx, ry, rg]), encoding="utf-8")
         X += rx
         y += ry
+        groups += [f"{name}:{g}" for g in rg]
         typer.echo(f"detector rows {name} {split}: {len(ry)} turns where searching and staying differ, "
                    f"{sum(ry)} where only the search is right")
-    trees = fit_detector_trees(X, y)
+    tuned = tune_detector_trees(X, y, groups) if tune else None
+    if tuned:
+        typer.echo(f"detector trees tuned (log loss over folds by dialogue): {tuned['params']}")
+    trees = fit_detector_trees(X, y, tuned["params"] if tuned else None)
     results: dict[str, dict] = {}
 
     def run(label: str, thr: float | None, mode: str = "replace") -> None:
@@ -1092,10 +1147,12 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
             for n, p in results[label]["per_dataset"].items()))
 
     run("linear detector", None)
-    for thr in DETECTOR_THRESHOLDS:
-        run(f"detector trees, threshold {thr:g}", thr)
-    for thr in DETECTOR_VETO_THRESHOLDS:
-        run(f"detector trees as a veto, threshold {thr:g}", thr, "veto")
+    if "replace" in modes:
+        for thr in DETECTOR_THRESHOLDS:
+            run(f"detector trees, threshold {thr:g}", thr)
+    if "veto" in modes:
+        for thr in DETECTOR_VETO_THRESHOLDS:
+            run(f"detector trees as a veto, threshold {thr:g}", thr, "veto")
     chosen = best_within_cap(results, DETECTOR_SEARCH_CAP)
     thr, mode = results[chosen]["threshold"], results[chosen]["mode"]
     data_model["detector"] = {**detector, **({"trees": {**trees, "threshold": thr, "mode": mode}}
@@ -1109,7 +1166,7 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
                                         "loop_every": loop_every}
     model_path.write_text(json.dumps(data_model, indent=1) + "\n", encoding="utf-8")
     return {"chosen": chosen, "candidates": results, "rows": trees["rows"], "positives": trees["positives"],
-            "gain": trees["gain"]}
+            "gain": trees["gain"], "params": trees["params"], "tuned": tuned}
 
 
 def _reviser_report(out: Path, m: dict, command: str) -> None:
@@ -1189,6 +1246,10 @@ def _detector_report(out: Path, m: dict, command: str) -> None:
     rep.table("Closed loop on other train samples (the chosen one is the agent's default)",
               ["configuration", "SGD top-1", "STAR top-1", "mean", "SGD searches/turn", "STAR searches/turn"], rows)
     rep.table("Feature gain", ["feature", "gain"], [[k, g] for k, g in m["gain"].items()])
+    if m.get("tuned"):
+        rep.table(f"Tree settings, log loss over {DETECTOR_TUNE_FOLDS} folds by dialogue (train rows; lowest kept)",
+                  ["settings", "log loss"], [[k, v] for k, v in m["tuned"]["log_loss"].items()])
+    rep.text(f"Trees: {json.dumps(m.get('params') or DETECTOR_TREE_PARAMS, sort_keys=True)}.")
     rep.text(f"Chosen: **{m['chosen']}** (the best mean top-1 among those searching on at most "
              f"{DETECTOR_SEARCH_CAP:.0%} of the turns of both samples, a margin under the {SEARCH_CAP:.0%} cap).")
     labels = list(m["candidates"])
@@ -1241,6 +1302,10 @@ def train_command(
                                                    "rows, threshold chosen closed loop on train)."),
     detector_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the detector trees' rows."),
     detector_star_every: int = typer.Option(3, help="STAR train: every k-th dialogue for the detector trees' rows."),
+    detector_modes: str = typer.Option("replace,veto", help="Ways of using the detector trees that compete with the "
+                                                            "linear detector: replace (the trees decide alone), veto."),
+    detector_tune: bool = typer.Option(False, help="Choose the detector trees' size and regularisation by log loss "
+                                                   "over folds by dialogue of the train rows (off: fixed settings)."),
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
@@ -1263,9 +1328,12 @@ def train_command(
         return
     if detector_only:
         d = train_detector(data, path, {"sgd": detector_sgd_every, "star": detector_star_every},
-                           {"sgd": loop_every, "star": star_loop_every}, cache)
+                           {"sgd": loop_every, "star": star_loop_every}, cache, detector_tune,
+                           tuple(m.strip() for m in detector_modes.split(",") if m.strip()))
         _detector_report(out.parent / f"{out.name}-detector", d,
-                         f"flowdesk train switch --detector-only --detector-sgd-every {detector_sgd_every} "
+                         f"flowdesk train switch --detector-only {'--detector-tune ' if detector_tune else ''}"
+                         f"{'' if detector_modes == 'replace,veto' else f'--detector-modes {detector_modes} '}"
+                         f"--detector-sgd-every {detector_sgd_every} "
                          f"--detector-star-every {detector_star_every} --loop-every {loop_every} "
                          f"--star-loop-every {star_loop_every}")
         typer.echo(f"detector: {d['chosen']} → {out.parent / f'{out.name}-detector' / 'report.md'}")

@@ -509,8 +509,11 @@ def test_the_detector_trees_learn_where_searching_and_staying_end_differently(ag
     agent = replace(agent_context, switch_model=str(recording))
     dialogues = [_dialogue(i, rows) for i, rows in enumerate(DIALOGUES)]
     assert detector_rows_closed_loop(dialogues, agent, agent, agent) == ([], [])
-    X, y = detector_rows_closed_loop(dialogues, agent, search, stay)
+    groups: list = []
+    X, y = detector_rows_closed_loop(dialogues, agent, search, stay, groups=groups)
     assert len(X) == len(y) and all(len(r) == len(DETECTOR_FEATURES) for r in X) and set(y) <= {0, 1}
+    # each row names its dialogue (folds by dialogue for ``--detector-tune``), in the dialogues' order
+    assert len(groups) == len(y) and groups == sorted(groups) and set(groups) <= set(range(len(dialogues)))
     # the forced copies do what they say on a turn the score decides
     from evals.switch_loop import UnderstandingLoop
     from graph.state import decision, turn_commands
@@ -527,3 +530,24 @@ def test_the_detector_trees_learn_where_searching_and_staying_end_differently(ag
         after = UnderstandingLoop(c).user_turn(state, turn)
         rows[name] = next(e for e in reversed(after["trace"]) if e.get("event") == "user").get("detector_row")
     assert set(rows["recording"]) == set(DETECTOR_FEATURES) and rows["default"] is None
+
+
+def test_detector_tuning_chooses_the_grid_entry_with_the_lowest_held_out_log_loss():
+    """``tune_detector_trees`` scores every grid entry over folds by dialogue and keeps the lowest log loss:
+    on rows where one feature decides with noise, the kept entry is in the grid, its loss is the minimum,
+    and fitting with it records those parameters."""
+    import json
+    import random
+
+    from dialogue.understanding.policy_offline import DETECTOR_FEATURES
+    from evals.switch_train import DETECTOR_TUNE_GRID, fit_detector_trees, tune_detector_trees
+
+    rng = random.Random(0)
+    X = [[rng.random() for _ in DETECTOR_FEATURES] for _ in range(400)]
+    y = [int(r[0] + 0.4 * rng.random() > 0.7) for r in X]
+    tuned = tune_detector_trees(X, y, [i // 4 for i in range(400)])
+    assert len(tuned["log_loss"]) == len(DETECTOR_TUNE_GRID)
+    over = {k: tuned["params"][k] for k in DETECTOR_TUNE_GRID[0]}
+    assert over in DETECTOR_TUNE_GRID
+    assert tuned["log_loss"][json.dumps(over, sort_keys=True)] == min(tuned["log_loss"].values())
+    assert fit_detector_trees(X, y, tuned["params"])["params"] == tuned["params"]
