@@ -349,26 +349,21 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
 def _confusion_tables(rep, rows: list, library) -> dict[str, Any]:
     """The wrong picks of the default and teacher-forced runs by error category and relation to the gold,
     and the twin ceiling (an analysis: top-1 if confusing indistinguishable workflows counted as right)."""
-    from .switch_predictions import RELATIONS, ceiling, confusions
+    from .switch_predictions import RELATIONS, summary_of
 
-    out: dict[str, Any] = {}
-    for run in ("default", "teacher"):
-        mine = [r for r in rows if r.run == run]
-        if not mine:
-            continue
-        table = confusions(mine)
+    out = summary_of([r for r in rows if r.run in ("default", "teacher")], library)
+    for run, found in out.items():
+        table, ceil = found["confusions"], found["ceiling"]
         cats = [c for c in (*ERROR_CATEGORIES, "all") if c in table]
         total = sum(table.get("all", {}).values()) or 1
         rep.table(f"What the wrong top-1 is, relative to the gold ({run}; counts, share of wrong turns)",
                   ["relation", *cats, "share"],
                   [[rel, *(table[c].get(rel, 0) for c in cats), table.get("all", {}).get(rel, 0) / total]
                    for rel in RELATIONS])
-        ceil = ceiling(mine, library)
         rep.text(f"Analysis, not a score ({run}): {ceil['gold_has_twin']} of {ceil['turns']} turns have a gold "
                  "that another service's workflow repeats by intent name or description; counting the "
                  f"{ceil['twin_confusions']} confusions between such twins as right would move top-1 from "
                  f"{ceil['top1']:.3f} to {ceil['top1_twins_right']:.3f}.")
-        out[run] = {"confusions": table, "ceiling": ceil}
     return out
 
 

@@ -134,14 +134,18 @@ def ceiling(rows: list[PredictionRow], library) -> dict[str, float]:
             "top1_twins_right": (right + twin_wrong) / n if n else float("nan")}
 
 
-def summarize(path: Path, library) -> dict[str, dict]:
-    """Per run: the confusion table and the twin ceiling of a ``--predictions`` file."""
-    rows = read_rows(path)
+def summary_of(rows: list[PredictionRow], library) -> dict[str, dict]:
+    """Per run, in the rows' order: the confusion table and the twin ceiling."""
     out = {}
     for run in dict.fromkeys(r.run for r in rows):
         mine = [r for r in rows if r.run == run]
         out[run] = {"confusions": confusions(mine), "ceiling": ceiling(mine, library)}
     return out
+
+
+def summarize(path: Path, library) -> dict[str, dict]:
+    """``summary_of`` a ``--predictions`` file."""
+    return summary_of(read_rows(path), library)
 
 
 def main(path: str, library_dir: str) -> None:

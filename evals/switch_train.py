@@ -803,10 +803,10 @@ def requests_cuts(singles, pairs, rank, served) -> list[tuple[list, Any]]:
 def _found(cuts_, rule):
     """The two requests a message's cuts make under ``rule`` (``requests.two_requests`` on cuts already
     ranked): the surest passing cut, or None."""
-    from dialogue.understanding.requests import score
+    from dialogue.understanding.requests import surest
 
-    scored = [(s, c) for c in cuts_ if (s := score(c, c.whole and max(c.whole, key=c.whole.get), rule)) is not None]
-    return max(scored, key=lambda x: x[0])[1] if scored else None
+    # every cut of a message holds the same ranking of the whole message: its best is the message's pick
+    return surest(cuts_, max(cuts_[0].whole, key=cuts_[0].whole.get), rule) if cuts_ else None
 
 
 def _tally(messages, found) -> dict[str, Any]:
@@ -856,7 +856,7 @@ def fit_requests_model(messages) -> dict[str, Any]:
     clf.fit((X - mean) / scale, y)
     return {"features": list(CUT_FEATURES), "mean": [round(float(v), 6) for v in mean],
             "scale": [round(float(v), 6) for v in scale], "coef": [round(float(v), 6) for v in clf.coef_[0]],
-            "intercept": round(float(clf.intercept_[0]), 6), "threshold": 0.5,
+            "intercept": round(float(clf.intercept_[0]), 6), "threshold": REQUESTS_THRESHOLD,
             "cuts": {"rows": len(y), "two": int(sum(y))}}
 
 
@@ -916,7 +916,6 @@ def requests_messages(name: str, split: str, data: Path, model_path: Path, every
 def _requests_messages_cached(name: str, split: str, data: Path, model_path: Path, every: int, cache: Path) -> list:
     """``requests_messages``, kept in the eval cache under the pick model's and the cut code's hash (ranking
     each part is most of a fit's time)."""
-    import hashlib
     import inspect
 
     from dialogue.understanding import requests as req
@@ -948,7 +947,7 @@ def train_requests(data: Path, model_path: Path, loop_every: dict[str, int], cac
     for name in per:
         held[name], start = held_all[start:start + len(per[name])], start + len(per[name])
     threshold, by_threshold = REQUESTS_THRESHOLD, requests_by_threshold(per, held)
-    fit = {**fit_requests_model(pooled), "threshold": threshold}
+    fit = fit_requests_model(pooled)
     rule = RequestsModel.model_validate(fit)
     report: dict[str, Any] = {"train": {}, "dev": {}, "threshold_mean": by_threshold}
     for name in per:
@@ -1116,16 +1115,16 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
         # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
         loaded[name] = (lib_dir, full[1::loop_every[name]])
         key = hashlib.sha1(json.dumps([detector, chosen_ctx, rows_every[name]], sort_keys=True).encode()).hexdigest()
-        saved = tmp / f"detector-rows-{name}-{split}-{key[:12]}.json"
-        if saved.is_file():
-            rx, ry, rg = json.loads(saved.read_text(encoding="utf-8"))
-        else:
-            rg = []
+
+        def replay(name=name, lib_dir=lib_dir, full=full):
+            rg: list = []
             rx, ry = detector_rows_closed_loop(
                 full[::rows_every[name]], _context(name, lib_dir, cache, switch_model=str(base), **chosen_ctx),
                 *(_context(name, lib_dir, cache, switch_model=str(forced[k]), **chosen_ctx)
                   for k in ("search", "stay")), groups=rg)
-            saved.write_text(json.dumps([rx, ry, rg]), encoding="utf-8")
+            return rx, ry, rg
+
+        rx, ry, rg = _cached(tmp / f"detector-rows-{name}-{split}-{key[:12]}.pkl", replay)
         X += rx
         y += ry
         groups += [f"{name}:{g}" for g in rg]

@@ -24,7 +24,7 @@ from dialogue.understanding.belief import initial_belief, side_question
 from dialogue.understanding.features import split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
-from dialogue.understanding.requests import rule_of, two_requests
+from dialogue.understanding.requests import rule_for, two_requests
 from dialogue.understanding.scope import load_scope, scope_features
 from graph.context import Context
 from graph.resources import get_resources, model_for
@@ -118,7 +118,7 @@ def queued_request(state: State, ctx: Context, res, pick: str, turn: int) -> lis
     text = split_history(state.get("messages") or [])[0]
     ranker = load_ranker(ctx.switch_model)
     found = two_requests(text, pick, lambda part: part_ranking(ctx, res, part), lambda part: serves(part, res),
-                         rule_of(ranker.meta)) if text and ctx.ranker and ranker else None
+                         rule_for(ctx.switch_model)) if text and ctx.ranker and ranker else None
     if found is None:
         return []
     first, second = found

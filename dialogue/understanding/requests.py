@@ -27,12 +27,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .features import QUESTION, lexical_features
-from .ranker import log_softmax
+from .ranker import load_ranker, log_softmax
 
 # where the next clause is joined on by a coordinating conjunction (which belongs to neither request)
 _CUT = re.compile(r"(?:[.;!?]+\s+|,\s*|\s+)(?:and\s+(?:then\s+|also\s+)?|also\s+|then\s+|plus\s+)", re.I)
@@ -143,6 +144,14 @@ def rule_of(model: dict | None) -> Rule:
                          float(found.get("min_lead", MIN_LEAD)))
 
 
+@lru_cache(maxsize=8)
+def rule_for(path: str | None) -> Rule:
+    """``rule_of`` the switch model in ``path`` ('' / None: the bundled one), read once per file as the model
+    itself is (``ranker.load_ranker``), not validated again on every turn."""
+    ranker = load_ranker(path)
+    return rule_of(ranker.meta if ranker else None)
+
+
 def _place(name: str, order: Sequence[str]) -> float:
     return float(order.index(name)) if name in order[:RANK_CAP] else float(RANK_CAP)
 
@@ -232,9 +241,12 @@ def two_requests(text: str, pick: str, rank: Callable[[str], Sequence[tuple[str,
     message's workflow; ``rank``: a text's candidates with their logits (the retriever's ranking);
     ``served``: is a text in the library's scope (the scope gate); ``rule``: the decision (``rule_of`` the
     switch model; the former rule at its defaults when None).  Of several cuts, the surest."""
-    rule = ThresholdRule() if rule is None else rule
-    scored = [(s, cut) for cut in candidate_cuts(text, rank, served) if (s := score(cut, pick, rule)) is not None]
-    if not scored:
-        return None
-    best = max(scored, key=lambda x: x[0])[1]
-    return best.head, best.tail
+    best = surest(candidate_cuts(text, rank, served), pick, ThresholdRule() if rule is None else rule)
+    return (best.head, best.tail) if best is not None else None
+
+
+def surest(cuts_: Sequence[Cut], pick: str, rule: Rule) -> Cut | None:
+    """Of a message's candidate cuts, the one ``rule`` is surest makes two requests (``score``); None when
+    none does."""
+    scored = [(s, cut) for cut in cuts_ if (s := score(cut, pick, rule)) is not None]
+    return max(scored, key=lambda x: x[0])[1] if scored else None
