@@ -341,7 +341,7 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
 
         write_rows(Path(predictions), pred_rows)
         metrics["confusions"] = _confusion_tables(rep, pred_rows, library)
-        metrics["predictions"] = str(predictions)
+        metrics["predictions"] = Path(predictions).name  # the file's name: a report never records a local path
     rep.write(metrics)
     return metrics
 

@@ -894,6 +894,18 @@ def _cached(path: Path, make):
     return value
 
 
+def _code_key(*parts: Any) -> str:
+    """A short hash of ``parts``: JSON-able values, and modules or functions by their source (a cached result
+    is stale once the code that made it changes, not only its inputs)."""
+    import inspect
+
+    digest = hashlib.sha1()
+    for part in parts:
+        code = inspect.ismodule(part) or inspect.isfunction(part)
+        digest.update((inspect.getsource(part) if code else json.dumps(part, sort_keys=True)).encode())
+    return digest.hexdigest()[:16]
+
+
 def requests_messages(name: str, split: str, data: Path, model_path: Path, every: int, cache: Path) -> list:
     """One dataset split's two-requests messages (``requests_examples``, ranked as the retriever node ranks a
     part: ``nodes.retriever.part_ranking`` with the model in ``model_path``) with their candidate cuts."""
@@ -916,12 +928,10 @@ def requests_messages(name: str, split: str, data: Path, model_path: Path, every
 def _requests_messages_cached(name: str, split: str, data: Path, model_path: Path, every: int, cache: Path) -> list:
     """``requests_messages``, kept in the eval cache under the pick model's and the cut code's hash (ranking
     each part is most of a fit's time)."""
-    import inspect
-
     from dialogue.understanding import requests as req
 
-    pick = json.dumps((json.loads(model_path.read_text(encoding="utf-8")).get("ranker") or {}).get("pick"))
-    key = hashlib.sha1((pick + inspect.getsource(req) + inspect.getsource(requests_examples)).encode()).hexdigest()[:16]
+    pick = (json.loads(model_path.read_text(encoding="utf-8")).get("ranker") or {}).get("pick")
+    key = _code_key(pick, req, requests_examples)
     return _cached(cache / "requests" / f"{name}-{split}-{every}-{key}.pkl",
                    lambda: requests_messages(name, split, data, model_path, every, cache))
 
@@ -1086,8 +1096,22 @@ def forced_detector_models(data_model: dict, detector: dict, folder: Path) -> di
     return out
 
 
+def _understanding_modules() -> list:
+    """The modules whose code decides a closed-loop turn (the detector rows' cache key)."""
+    import importlib
+    import pkgutil
+
+    import dialogue.understanding as und
+    from . import switch_loop
+
+    return [importlib.import_module(f"{und.__name__}.{m.name}") for m in pkgutil.iter_modules(und.__path__)] + [switch_loop]
+
+
+DETECTOR_MODES = ("replace", "veto")
+
+
 def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loop_every: dict[str, int],
-                   cache: Path, tune: bool = False, modes: tuple[str, ...] = ("replace", "veto")) -> dict[str, Any]:
+                   cache: Path, tune: bool = False, modes: tuple[str, ...] = DETECTOR_MODES) -> dict[str, Any]:
     """Fit the detector's trees on closed-loop traces of SGD/STAR train (the agent as configured in
     ``model_path``), then choose their threshold closed loop on other train samples (best mean top-1 within
     the search cap; the linear detector competes); written into the model's ``detector`` entry.  ``tune``
@@ -1095,6 +1119,10 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     the trees that compete with the linear detector (each costs a closed loop per threshold).  The rows are kept in the
     cache (keyed by the model's detector and the samples), so a re-run with other tree settings skips the
     replays."""
+    unknown = sorted(set(modes) - set(DETECTOR_MODES))
+    if unknown or not modes:
+        raise typer.BadParameter(f"--detector-modes: {', '.join(unknown) or 'none given'}; "
+                                 f"choose from {', '.join(DETECTOR_MODES)}")
     data_model = json.loads(model_path.read_text(encoding="utf-8"))
     detector = {k: v for k, v in (data_model.get("detector") or {}).items() if k != "trees"}
     if not detector:
@@ -1114,7 +1142,9 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
         full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
         # the loop sample is offset by one dialogue so its dialogues are not the rows' ones
         loaded[name] = (lib_dir, full[1::loop_every[name]])
-        key = hashlib.sha1(json.dumps([detector, chosen_ctx, rows_every[name]], sort_keys=True).encode()).hexdigest()
+        # the replay runs the whole agent: every part of the model but the trees, and the understanding code
+        key = _code_key({k: v for k, v in data_model.items() if k != "detector"}, detector, chosen_ctx,
+                        rows_every[name], *_understanding_modules(), detector_rows_closed_loop)
 
         def replay(name=name, lib_dir=lib_dir, full=full):
             rg: list = []
@@ -1124,7 +1154,7 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
                   for k in ("search", "stay")), groups=rg)
             return rx, ry, rg
 
-        rx, ry, rg = _cached(tmp / f"detector-rows-{name}-{split}-{key[:12]}.pkl", replay)
+        rx, ry, rg = _cached(tmp / f"detector-rows-{name}-{split}-{key}.pkl", replay)
         X += rx
         y += ry
         groups += [f"{name}:{g}" for g in rg]

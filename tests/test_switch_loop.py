@@ -551,3 +551,32 @@ def test_detector_tuning_chooses_the_grid_entry_with_the_lowest_held_out_log_los
     assert over in DETECTOR_TUNE_GRID
     assert tuned["log_loss"][json.dumps(over, sort_keys=True)] == min(tuned["log_loss"].values())
     assert fit_detector_trees(X, y, tuned["params"])["params"] == tuned["params"]
+
+
+def test_detector_training_names_an_unknown_mode_before_any_work(tmp_path):
+    """``--detector-modes`` with a name that is no way of using the trees is refused up front (the model file
+    is not even read), naming the bad mode and the choices."""
+    import typer
+
+    from evals.switch_train import DETECTOR_MODES, train_detector
+
+    with pytest.raises(typer.BadParameter) as err:
+        train_detector(tmp_path, tmp_path / "missing.json", {}, {}, tmp_path, modes=("replace", "vetoo"))
+    assert "vetoo" in str(err.value) and all(m in str(err.value) for m in DETECTOR_MODES)
+
+
+def test_cached_training_rows_are_keyed_by_the_code_that_made_them():
+    """``_code_key`` changes with a value and with a function's source, so a cache written by older code is not
+    read by newer code."""
+    from evals import switch_train
+    from evals.switch_train import _code_key
+
+    def one():
+        return 1
+
+    def two():
+        return 2
+
+    assert _code_key({"a": 1}, one) == _code_key({"a": 1}, one)
+    assert _code_key({"a": 1}, one) != _code_key({"a": 2}, one) != _code_key({"a": 1}, two)
+    assert len({_code_key(m) for m in switch_train._understanding_modules()}) == len(switch_train._understanding_modules())
