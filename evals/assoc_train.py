@@ -31,6 +31,9 @@ FOLDS = 5
 # The regimes the pick's rows carry the feature in (``both_regimes``): a service left out of the association's
 # fit, a dialogue left out.
 REGIMES = ("service", "dialogue")
+# The floor on the sd the relative features divide by (``AssocModel.sd_floor``): this quantile of the pick turns'
+# spread (0 = no floor), as the dense z-score's (``evals.switch_train.DEN_SD_QUANTILE``).
+SD_QUANTILE = 0.99
 SGD_EVERY = 2  # SGD train: every k-th dialogue's change turns (STAR train: all)
 
 
@@ -146,6 +149,24 @@ def _fill(rows: list, texts: list, model_for, libraries: dict) -> list:
     return out
 
 
+def sd_floor(rows: list, texts: list, model_fors, libraries: dict) -> float:
+    """The ``SD_QUANTILE`` quantile of the spread of the pick turns' association scores, over both regimes."""
+    import numpy as np
+
+    from dialogue.understanding.assoc import raw_scores
+
+    sds = []
+    for model_for in model_fors:
+        for (dx, dy, dg, dd), (dialogue, said) in zip(rows, texts):
+            first: dict[int, int] = {}
+            for i, g in enumerate(dg):
+                first.setdefault(g, i)
+            for g, (name, text, names) in enumerate(said):
+                if g in first and len(names) > 1:
+                    sds.append(float(np.std(raw_scores(model_for(dialogue, dd[first[g]]), text, names, libraries[name]))))
+    return round(float(np.quantile(sds, SD_QUANTILE)), 6) if sds else 0.0
+
+
 def both_regimes(unseen: list, seen: list) -> list:
     """Each dialogue's rows twice, as one dialogue (so the held-out split keeps both copies together): with the
     feature of a model that never saw the turn's service, and with that of one that saw the service but not
@@ -174,12 +195,19 @@ def assoc_for_pick(rows: list, texts: list, data: Path, model_path: Path, cache:
         by_service[k] = fit_assoc(exs, libs, leave_out=frozenset(s for s, f in fold.items() if f == k))
         by_dialogue[k] = fit_assoc(exs, libs, skip_dialogues=frozenset(d for d, f in dfold.items() if f == k))
         typer.echo(f"association fold {k}: {len(by_service[k].weights)} / {len(by_dialogue[k].weights)} weights")
-    unseen = _fill(rows, texts, lambda d, svc: by_service[fold[svc]], libraries)
-    seen = _fill(rows, texts, lambda d, svc: by_dialogue[dfold[d]], libraries)
+    unseen_model = lambda d, svc: by_service[fold[svc]]  # noqa: E731
+    seen_model = lambda d, svc: by_dialogue[dfold[d]]  # noqa: E731
+    floor = sd_floor(rows, texts, (unseen_model, seen_model), libraries) if SD_QUANTILE else 0.0
+    for m in (*by_service.values(), *by_dialogue.values()):
+        m.sd_floor = floor
+    unseen = _fill(rows, texts, unseen_model, libraries)
+    seen = _fill(rows, texts, seen_model, libraries)
     final = fit_assoc(exs, libs)
+    final.sd_floor = floor
     path = Path(model_path).with_name("assoc_model.json")
     path.write_text(final.model_dump_json(indent=0) + "\n", encoding="utf-8")
     name = path.name if path.parent.resolve() == MODEL_PATH.parent.resolve() else str(path.resolve())
     rows = both_regimes(unseen, seen) if REGIMES == ("service", "dialogue") else unseen if REGIMES == ("service",) else seen
     return rows, {"assoc": name, "assoc_fit": {**final.trained_on, "weights": len(final.weights),
-                                                                     "folds": FOLDS, "sgd_every": SGD_EVERY}}
+                                                                     "folds": FOLDS, "sgd_every": SGD_EVERY,
+                                                                     "sd_floor": floor}}

@@ -134,3 +134,17 @@ def test_the_pick_model_reads_the_association_only_when_fitted_with_it(tmp_path)
     assert ranker.scores(ev, library, None, [])[0][0] == "x__SearchHotel"
     ev = evidence("i must fly out", "", [(n, 1.0) for n in names])
     assert ranker.scores(ev, library, None, [])[0][0] == "x__FindFlight"
+
+
+def test_the_relative_features_divide_by_at_least_the_floor():
+    """A turn whose few known words leave the candidates near-tied is not blown apart into large gaps: the sd is
+    taken as at least the model's floor (a high quantile of the train turns' spread), a wider spread is kept."""
+    from dialogue.understanding.assoc import relative
+
+    tied = [0.02, 0.0, 0.01]
+    assert max(z for z, _ in relative(tied)) > 1.0
+    assert max(abs(z) for z, _ in relative(tied, 2.0)) < 0.02
+    assert max(g for _, g in relative(tied, 2.0)) == pytest.approx(0.005)
+    wide = [6.0, 0.0, 3.0]  # sd 2.45, above the floor
+    assert relative(wide, 2.0) == relative(wide)
+    assert relative([1.0, 1.0], 2.0) == [(0.0, 0.0)] * 2

@@ -49,6 +49,9 @@ class AssocModel(BaseModel):
     stem: int = STEM
     n_features: int = N_FEATURES
     weights: dict[int, float] = Field(default_factory=dict)
+    # the least sd the relative features divide by: a high quantile of the train turns' spread
+    # (``evals.assoc_train.SD_QUANTILE``), as ``den_z``'s floor
+    sd_floor: float = 0.0
     trained_on: dict[str, str | int | float] = Field(default_factory=dict)
 
     def score(self, turn: Sequence[str], workflow: Sequence[str]) -> float:
@@ -106,14 +109,18 @@ def pair_features(turn: Sequence[str], workflow: Sequence[str], n_features: int 
     return out
 
 
-def relative(scores: Sequence[float]) -> list[tuple[float, float]]:
-    """(z-score over the turn's candidates, gap to the best other candidate in their sd) of each score;
-    (0, 0) where the scores do not spread (one candidate, or no known pair)."""
+def relative(scores: Sequence[float], floor: float = 0.0) -> list[tuple[float, float]]:
+    """(z-score over the turn's candidates, gap to the best other candidate in their sd) of each score, the sd
+    taken as at least ``floor`` (``AssocModel.sd_floor``: a turn of one or two known words would otherwise blow
+    near-tied scores apart); (0, 0) where the scores do not spread (one candidate, or no known pair)."""
     n = len(scores)
     if n < 2:
         return [(0.0, 0.0)] * n
     mean = sum(scores) / n
     sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / n)
+    if sd < 1e-9:
+        return [(0.0, 0.0)] * n
+    sd = max(sd, floor)
     if sd < 1e-9:
         return [(0.0, 0.0)] * n
     order = sorted(range(n), key=lambda i: -scores[i])
@@ -125,10 +132,14 @@ def candidate_features(model: "AssocModel | None", text: str, names: Sequence[st
     """``ASSOC`` of each candidate ``names`` for a turn (all 0 without a model)."""
     if model is None:
         return [dict.fromkeys(ASSOC, 0.0) for _ in names]
+    return [dict(zip(ASSOC, r)) for r in relative(raw_scores(model, text, names, library), model.sd_floor)]
+
+
+def raw_scores(model: "AssocModel", text: str, names: Sequence[str], library) -> list[float]:
+    """The association of a turn with each candidate ``names`` (0 for a name not in the library)."""
     said = turn_words(text)
     wfs = library.workflows
-    scores = [model.score(said, workflow_words(wfs[n])) if n in wfs else 0.0 for n in names]
-    return [dict(zip(ASSOC, r)) for r in relative(scores)]
+    return [model.score(said, workflow_words(wfs[n])) if n in wfs else 0.0 for n in names]
 
 
 def load_assoc(path: str | None = None) -> AssocModel | None:
