@@ -30,7 +30,10 @@ switching configuration there, closed loop.
    (``PICK_MONOTONE``), over ``ranker.PICK_FEATURES`` (retrieval relative to the library, no raw cosine; the
    dense z-score's sd floored at ``den_sd_floor``), written as ``ranker.pick``; the bundled model's
    (``reports/switch-train-pick``).  Fitted after the reviser (``--pick-only --no-reviser``), it was measured
-   with the reviser fitted on the linear ranker's picks.
+   with the reviser fitted on the linear ranker's picks.  With ``--pick-assoc`` (off by default: session 13,
+   ``reports/switch-train-pick``) the word association (``evals.assoc_train``) is fitted first on the train
+   splits' change turns and its feature carried into the pick's rows in two regimes (the turn's service left out
+   of its fit, the turn's dialogue left out), the model written beside the switch model.
 
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
@@ -61,9 +64,11 @@ def _context(dataset: str, lib_dir: Path, cache: Path, **over):
 
 
 def training_rows(dialogues, context, progress=None, detector_rows: list | None = None,
-                  verify_rows: list | None = None, golds: list | None = None) -> tuple[list[list[float]], list[int], list[int]]:
+                  verify_rows: list | None = None, golds: list | None = None,
+                  texts: list | None = None) -> tuple[list[list[float]], list[int], list[int]]:
     """(X, y, group) over every scored turn whose gold is among the candidates (``golds`` collects each
-    group's gold workflow, for folds that leave services out); ``detector_rows``
+    group's gold workflow, for folds that leave services out; ``texts`` each group's user text and
+    candidates in row order, in memory only, for the cross-fitted association feature); ``detector_rows``
     collects (linear features, gold changed) of the turns the detector's linear part decides;
     ``verify_rows`` (features, is gold, turn) of the turns it stays on, read the way re-verification
     reads them (``dialogue.understanding.belief``: BM25 on the turn, no "active" features)."""
@@ -127,6 +132,8 @@ def training_rows(dialogues, context, progress=None, detector_rows: list | None 
                     group += 1
                     if golds is not None:
                         golds.append(turn.gold)
+                    if texts is not None:
+                        texts.append((text, names))
             if turn.gold and turn.gold not in seen:
                 seen.append(turn.gold)
         if progress:
@@ -212,7 +219,7 @@ PICK_PARAMS = {"objective": "lambdarank", "n_estimators": 300, "learning_rate": 
 # my order ORD-7006 shipped? My email is …" then started cancel_order over track_order.
 PICK_MONOTONE = {**dict.fromkeys(("verb_match", "names_task", "enum_hit", "slot_hit", "offer_fit", "agent_slot_hit",
                                   "enum_count", "slot_share", "name_share", "agent_slot_share", "desc_share",
-                                  "vocab_share"), 1),
+                                  "vocab_share", "assoc_z", "assoc_gap"), 1),
                  "verb_clash": -1}
 
 
@@ -224,16 +231,21 @@ def fit_pick(X, y, groups) -> dict[str, Any]:
     import lightgbm as lgb
     import numpy as np
 
+    from dialogue.understanding.assoc import ASSOC
     from dialogue.understanding.ranker import PICK_FEATURES
 
     groups = np.asarray(groups)
     order = np.argsort(groups, kind="stable")
     _, sizes = np.unique(groups[order], return_counts=True)
-    model = lgb.LGBMRanker(**PICK_PARAMS, monotone_constraints=[PICK_MONOTONE.get(k, 0) for k in PICK_FEATURES],
+    # the association's columns only when the rows carry them (``train_pick(assoc=True)``): a pick fitted without
+    # it reads the same columns as before it existed, and never loads an association file
+    cols = _columns(X, ASSOC)
+    names = [k for k in PICK_FEATURES if k not in ASSOC or cols[:, ASSOC.index(k)].any()]
+    model = lgb.LGBMRanker(**PICK_PARAMS, monotone_constraints=[PICK_MONOTONE.get(k, 0) for k in names],
                            monotone_constraints_method="advanced", random_state=0, n_jobs=1, deterministic=True,
                            verbose=-1)
-    model.fit(_columns(X, PICK_FEATURES)[order], np.asarray(y)[order], group=sizes, feature_name=list(PICK_FEATURES))
-    return {"features": list(PICK_FEATURES), "booster": model.booster_.model_to_string(), "rows": len(y),
+    model.fit(_columns(X, names)[order], np.asarray(y)[order], group=sizes, feature_name=names)
+    return {"features": names, "booster": model.booster_.model_to_string(), "rows": len(y),
             "turns": int(len(sizes)), "params": PICK_PARAMS, "monotone": PICK_MONOTONE}
 
 
@@ -503,24 +515,56 @@ def pick_model(rows: list[tuple[list, list, list, list]]) -> dict[str, Any]:
     return pick
 
 
-def train_pick(data: Path, model_path: Path, sgd_every: int, star_every: int, cache: Path) -> dict[str, Any]:
-    """Rows as ``training_rows`` reads them over ``pick_samples``; the pick model is written into the
-    switch model (``ranker.pick``), the rest of it unchanged."""
+def pick_rows(data: Path, model_path: Path, sgd_every: int, star_every: int, cache: Path) -> tuple[list, list]:
+    """The pick model's per-dialogue rows [(X, y, turn ids, service per row)] over ``pick_samples``, read as
+    ``training_rows`` reads them, and per dialogue its id and its turns' (dataset, user text, candidates in row order)
+    (for the cross-fitted association feature); kept in the eval cache under the code's and the model's
+    detector hash (reading them is most of a fit's time)."""
+    import inspect
+
+    from dialogue.understanding import features as feats, ranker
     from graph.resources import get_resources
 
-    rows: list = []
-    for name, split in SOURCES:
-        full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
-        dialogues = pick_samples(full, name, sgd_every, star_every)
-        ctx = _context(name, lib_dir, cache)
-        wfs = get_resources(ctx).library.workflows
-        for d in dialogues:
-            golds: list = []
-            X, y, g = training_rows([d], ctx, golds=golds)
-            # each row's service (its gold's role; SGD's and STAR's apart): the blend's folds leave services out
-            rows.append((X, y, g, [f"{name}:{wfs[golds[v]].role}" for v in g]))
-        typer.echo(f"pick rows {name} {split}: {len(dialogues)} dialogues")
+    def make() -> tuple[list, list]:
+        rows: list = []
+        texts: list = []
+        for name, split in SOURCES:
+            full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
+            dialogues = pick_samples(full, name, sgd_every, star_every)
+            ctx = _context(name, lib_dir, cache)
+            wfs = get_resources(ctx).library.workflows
+            for d in dialogues:
+                golds: list = []
+                said: list = []
+                X, y, g = training_rows([d], ctx, golds=golds, texts=said)
+                # each row's service (its gold's role; SGD's and STAR's apart): the blend's folds leave services out
+                rows.append((X, y, g, [f"{name}:{wfs[golds[v]].role}" for v in g]))
+                texts.append((f"{name}:{d.id}", [(name, t, n) for t, n in said]))
+            typer.echo(f"pick rows {name} {split}: {len(dialogues)} dialogues")
+        return rows, texts
+
+    model = json.loads(model_path.read_text(encoding="utf-8"))
+    (model.get("ranker") or {}).pop("pick", None)
+    key = hashlib.sha1((json.dumps(model, sort_keys=True) + inspect.getsource(training_rows)
+                        + inspect.getsource(ranker) + inspect.getsource(feats) + inspect.getsource(make)
+                        ).encode()).hexdigest()[:16]
+    return _cached(cache / "pick-rows" / f"{sgd_every}-{star_every}-{key}.pkl", make)
+
+
+def train_pick(data: Path, model_path: Path, sgd_every: int, star_every: int, cache: Path,
+               assoc: bool = False) -> dict[str, Any]:
+    """Rows as ``training_rows`` reads them over ``pick_samples``; with ``assoc``, the word association model
+    (``evals.assoc_train``) fitted on the train splits' change turns, its feature cross-fitted into the rows
+    and the model written beside the switch model; the pick model is written into the switch model
+    (``ranker.pick``), the rest of it unchanged."""
+    rows, texts = pick_rows(data, model_path, sgd_every, star_every, cache)
+    extra: dict[str, Any] = {}
+    if assoc:
+        from .assoc_train import assoc_for_pick
+
+        rows, extra = assoc_for_pick(rows, texts, data, model_path, cache)
     pick = pick_model(rows)
+    pick.update(extra)
     pick["trained_on"] = {"sgd": f"train, every {sgd_every}th dialogue",
                           "star": f"train, all but every {star_every}th from the second on"}
     write_pick(model_path, pick)
@@ -537,6 +581,15 @@ def _pick_report(out: Path, pick: dict, command: str) -> None:
              f"(`evals.switch_train.training_rows`). Reproduce: `{command}`. Dev splits were not read. "
              f"Dense z-score's sd floor (`den_sd_floor`, quantile {DEN_SD_QUANTILE:g} of the train turns' spread): "
              f"{pick.get('den_sd_floor', 0.0):.4f}.")
+    if pick.get("assoc"):
+        fit = pick.get("assoc_fit") or {}
+        rep.text(f"Word association (`dialogue.understanding.assoc`, `{pick['assoc']}`): a logistic regression over "
+                 f"hashed (turn word x workflow word) pairs fitted on {fit.get('examples')} change turns of SGD train "
+                 f"(every {fit.get('sgd_every')}th dialogue) and STAR train ({fit.get('rows')} rows, the gold and its "
+                 f"domain's other workflows plus {fit.get('negatives')} others as negatives), {fit.get('weights')} "
+                 f"weights kept. The pick's rows carry its feature (`assoc_z`, `assoc_gap`) twice, from "
+                 f"{fit.get('folds')}-fold fits that left the turn's service out and that left its dialogue out "
+                 f"(`evals.assoc_train.both_regimes`): the held-out and fold figures below count every turn twice.")
     rep.table(f"Pick accuracy on held-out train dialogues (every {PICK_HOLDOUT}th, {held['turns']} turns)",
               ["model", "gold picked"], [["logistic regression (same rows, same features)",
                                           held["pick_accuracy_logistic"]],
@@ -1338,6 +1391,9 @@ def train_command(
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
+    pick_assoc: bool = typer.Option(False, help="Also fit the word association (evals.assoc_train) and give the pick "
+                                                "its feature (session 13: better on SGD/STAR dev, worse on the demo "
+                                                "desk's gates; not the bundled model, reports/switch-train-pick)."),
 ) -> None:
     """Fit the switch ranker on SGD/STAR train and choose the switching configuration closed loop."""
     from dialogue.understanding.ranker import MODEL_PATH
@@ -1371,9 +1427,10 @@ def train_command(
         m = train(data, out, path, sgd_every, star_every, loop_every, cache, star_loop_every)
         typer.echo(f"chosen: {m['summary']['chosen']} → {out / 'report.md'}")
     if pick_only:  # the bundled model's pick was fitted so: --pick-only --no-reviser (reports/switch-train-pick)
-        p = train_pick(data, path, pick_sgd_every, pick_star_every, cache)
+        p = train_pick(data, path, pick_sgd_every, pick_star_every, cache, pick_assoc)
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
-                                                         f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}")
+                                                         f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}"
+                                                         f"{' --pick-assoc' if pick_assoc else ''}")
         typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
                    f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f}, blend {p['blend']:g}: "
                    f"{p['held_out']['pick_accuracy_blend']:.3f})")

@@ -419,9 +419,11 @@ def test_the_pick_model_never_reads_what_the_turn_says_of_a_candidate_against_it
             y.append(int(c == gold))
             g.append(t)
     booster = lgb.Booster(model_str=fit_pick(X, y, g)["booster"])
-    base = _columns(X[:40], PICK_FEATURES)
+    names = booster.feature_name()  # PICK_FEATURES but the association's columns the rows never filled
+    assert set(names) <= set(PICK_FEATURES) and "slot_share" in names
+    base = _columns(X[:40], names)
     covered = base.copy()
-    covered[:, PICK_FEATURES.index("slot_share")] = 1.0
+    covered[:, names.index("slot_share")] = 1.0
     assert (booster.predict(covered) >= booster.predict(base) - 1e-9).all()
 
 

@@ -24,7 +24,10 @@ chosen on folds of the training rows that leave services out, orders a SEARCH tu
 candidate rankings), never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries
 misread a small desk's and FlowBench's.  The dense z-score divides by at least a floor fitted on train and
 stored with the model (``Ranker.den_floor``): a small desk's few near-tied candidates would otherwise be
-blown apart into large gaps (``reports/switch-train-pick``).
+blown apart into large gaps (``reports/switch-train-pick``).  A pick model fitted with ``--pick-assoc`` also reads
+a learned association between the turn's words and each candidate's own words (``dialogue.understanding.assoc``,
+``ASSOC``, relative to the turn's candidates) from the association file its pick section names; the bundled one
+does not (session 13: better on SGD/STAR dev, worse on the demo desk's gates).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any, Sequence
 
 from workflows.text import content_words, stemmed
 
+from .assoc import ASSOC, candidate_features, load_assoc
 from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, _spread, _z, lexical_features, name_words,
                        names_task, verb_groups)
 
@@ -63,9 +67,13 @@ RELATIVE = ("den_z", "lex_z")
 OWN_WORDS = ("desc_share", "vocab_share")
 # The columns of a training row (``evals.switch_train.training_rows``): the features, and the spread of the
 # turn's dense scores, from which the pick model's sd floor is fitted (``Ranker.den_floor``).
-ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS
-# The pick model's columns: every feature but the cosine and its margin, plus the relative ones.
-PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS
+# The learned word association's score relative to the turn's candidates (``dialogue.understanding.assoc``):
+# ``features`` leaves them at 0, ``Ranker.scores`` fills them for a pick model that reads them (fitted with
+# ``--pick-assoc``, the rows' feature carried in as ``evals.assoc_train.assoc_for_pick`` does).
+ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS + ASSOC
+# The pick model's columns: every feature but the cosine and its margin, plus the relative ones (the association's
+# only in a pick fitted with it: ``evals.switch_train.fit_pick`` leaves out columns the rows never fill).
+PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS + ASSOC
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,9 @@ class Ranker:
     # it (``evals.switch_train.den_sd_floor``): a small desk's few near-tied candidates spread less than nearly
     # every train turn's, and a z-score over them would blow tiny cosine differences into large gaps.
     den_floor: float = 0.0
+    # The association model the pick model reads (``ASSOC``; a file beside this module or an absolute path,
+    # '' = the bundled one).
+    assoc: str = ""
 
     def logit(self, f: dict[str, float]) -> float:
         return self.bias + sum(w * f.get(k, 0.0) for k, w in zip(FEATURES, self.weights))
@@ -230,7 +241,8 @@ class Ranker:
         if not pick.get("booster") or self.booster:
             return self
         return replace(self, booster=pick["booster"], blend=float(pick.get("blend", 1.0)),
-                       den_floor=float(pick.get("den_sd_floor", 0.0)))
+                       den_floor=float(pick.get("den_sd_floor", 0.0)),
+                       assoc=str(MODEL_PATH.parent / pick["assoc"]) if pick.get("assoc") else "")
 
     def verifier(self) -> "Ranker":
         """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
@@ -249,6 +261,9 @@ class Ranker:
             # one thread: a few dozen rows per turn, where LightGBM's thread pool costs more than it saves;
             # the columns are the booster's own (models fitted before ``PICK_FEATURES`` read ``FEATURES``)
             booster = _booster(self.booster)
+            if set(ASSOC) & set(booster.feature_name()):
+                for f, a in zip(rows, candidate_features(load_assoc(self.assoc), ev.text, names, library)):
+                    f.update(a)
             raw = booster.predict(np.array([[f[k] for k in booster.feature_name()] for f in rows]),
                                   raw_score=True, num_threads=1)
             out = [(n, (1.0 - self.blend) * self.logit(f) + self.blend * float(s))
