@@ -27,7 +27,7 @@ stored with the model (``Ranker.den_floor``): a small desk's few near-tied candi
 blown apart into large gaps (``reports/switch-train-pick``).  A pick model fitted with ``--pick-assoc`` also reads
 a learned association between the turn's words and each candidate's own words (``dialogue.understanding.assoc``,
 ``ASSOC``, relative to the turn's candidates) from the association file its pick section names; the bundled one
-does not (session 13: better on SGD/STAR dev, worse on the demo desk's gates).
+does (session 13, ``assoc_model.json``: better on SGD/STAR dev closed loop, one demo conversation test lost).
 """
 
 from __future__ import annotations
@@ -228,8 +228,8 @@ class Ranker:
     # it (``evals.switch_train.den_sd_floor``): a small desk's few near-tied candidates spread less than nearly
     # every train turn's, and a z-score over them would blow tiny cosine differences into large gaps.
     den_floor: float = 0.0
-    # The association model the pick model reads (``ASSOC``; a file beside this module or an absolute path,
-    # '' = the bundled one).
+    # The association model the pick model reads (``ASSOC``; the file its pick section names, beside the model
+    # file; '' = none).
     assoc: str = ""
 
     def logit(self, f: dict[str, float]) -> float:
@@ -242,7 +242,7 @@ class Ranker:
             return self
         return replace(self, booster=pick["booster"], blend=float(pick.get("blend", 1.0)),
                        den_floor=float(pick.get("den_sd_floor", 0.0)),
-                       assoc=str(MODEL_PATH.parent / pick["assoc"]) if pick.get("assoc") else "")
+                       assoc=str(Path(self.meta.get("_dir", MODEL_PATH.parent)) / pick["assoc"]) if pick.get("assoc") else "")
 
     def verifier(self) -> "Ranker":
         """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
@@ -299,7 +299,8 @@ def _load(path: str) -> Ranker | None:
     p = Path(path)
     if not p.is_file():
         return None
-    data = json.loads(p.read_text(encoding="utf-8"))
+    # the files a model names (its pick's association) lie beside it, wherever it is
+    data = {**json.loads(p.read_text(encoding="utf-8")), "_dir": str(p.resolve().parent)}
     ranker = data.get("ranker") or {}
     weights = ranker.get("weights") or {}
     verify = ranker.get("verify") or {}
