@@ -237,22 +237,26 @@ def _round(a) -> list:
 
 
 def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, min_tasks: int = MIN_TASKS,
-        folds: int = 2, gate: bool = True):
+        folds: int = 2, gate: bool = True, opinion: bool = True):
     """A ``LearnedPolicy`` trained on ``turns`` (those with a gold candidate).  The intent model's
     probabilities the ranker learns from are cross-fitted (each fold's from a model that did not see its
     dialogues), so the ranker trusts them as much as they deserve on new dialogues.  With ``gate`` the
-    ranker is also cross-fitted the same way and its held-out scores calibrate the ``Gate`` (``calibrate``)."""
+    ranker is also cross-fitted the same way and its held-out scores calibrate the ``Gate`` (``calibrate``).
+    With ``opinion`` the ranker also reads a text classifier's probability of each candidate's action
+    (``evals/train_opinion.py``: cross-fitted for the training rows, fitted on all of ``turns`` for the file)."""
     import lightgbm as lgb
     import numpy as np
 
-    from dialogue.execution.policy_learned import BASE_FEATURES, FORMAT_VERSION, INTENT_FEATURES, LearnedPolicy, PolicyFile, \
-        Vectorizer
+    from dialogue.execution.policy_learned import BASE_FEATURES, FORMAT_VERSION, INTENT_FEATURES, OPINION_FEATURES, \
+        LearnedPolicy, PolicyFile, Vectorizer
+    from evals import train_opinion
 
     used = [t for t in turns if t.gold >= 0 and len(t.tf.rows) > 1]
     if not used:
         raise ValueError("no training turn has its gold action among the candidates")
+    opinion = opinion and len({train_opinion.label_of(t) for t in turns}) > 1  # a classifier needs two labels
     vocab = vocabulary(used, min_tasks)
-    names = BASE_FEATURES + INTENT_FEATURES + vocab
+    names = BASE_FEATURES + INTENT_FEATURES + (OPINION_FEATURES if opinion else []) + vocab
     inputs, targets, IntentModel = _intent_model(used, vocab, min_tasks)
     probs: list[list[float] | None] = [None] * len(used)
     intent = None
@@ -270,7 +274,8 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
         intent = IntentModel(inputs=[inputs[j] for j in keep], targets=targets,
                              coef=[_round(row[keep]) for row in coef], bias=_round(bias))
     vectorize = Vectorizer(names, targets if intent else [])
-    X = np.vstack([vectorize(t.tf, p) for t, p in zip(used, probs)])
+    opinions = train_opinion.cross_fit(turns, used) if opinion else [None] * len(used)
+    X = np.vstack([vectorize(t.tf, p, o) for t, p, o in zip(used, probs, opinions)])
     y = np.zeros(len(X), dtype=np.float32)
     pos, groups, starts = 0, [], []
     for t in used:
@@ -304,9 +309,10 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
     meta.update({"turns": len(used), "tasks": sorted({t.task for t in used}),
                  "dialogues": len({t.dialogue for t in used}), "rounds": rounds, "min_tasks": min_tasks,
                  "intent_inputs": len(intent.inputs) if intent else 0,
-                 "intent_targets": len(intent.targets) if intent else 0})
+                 "intent_targets": len(intent.targets) if intent else 0, "opinion": opinion})
     return LearnedPolicy(PolicyFile(format=FORMAT_VERSION, features=names, booster=booster.model_to_string(),
-                                    intent=intent, trained_on=meta, gate=the_gate), source="(trained in memory)")
+                                    intent=intent, trained_on=meta, gate=the_gate,
+                                    opinion=train_opinion.fit(turns) if opinion else None), source="(trained in memory)")
 
 
 def star_library_dir(data: Path) -> Path:
@@ -327,6 +333,8 @@ def train_command(
     exclude: str = typer.Option("", "--exclude", help="Comma-separated tasks left out (zero-shot models); "
                                                       "zero-shot = the evaluation's zero-shot tasks."),
     rounds: int = typer.Option(ROUNDS, "--rounds", help="Boosting rounds."),
+    opinion: bool = typer.Option(True, "--opinion/--no-opinion", help="The ranker also reads a text classifier's "
+                                 "probability of each candidate (stored in the model file)."),
 ) -> None:
     """Train the learned executor policy (a LightGBM ranker over the workflow's allowed actions)."""
     from evals.next_action import checked_star_args
@@ -340,7 +348,8 @@ def train_command(
     if "zero-shot" in left_out:
         left_out = (left_out - {"zero-shot"}) | set(ZERO_SHOT_TASKS)
     turns = [t for t in ex.turns if t.task not in left_out]
-    policy = fit(turns, rounds, {"dataset": dataset, "split": split, "every": every, "excluded": sorted(left_out)})
+    policy = fit(turns, rounds, {"dataset": dataset, "split": split, "every": every, "excluded": sorted(left_out)},
+                 opinion=opinion)
     path = policy.save(out)
     meta = policy.model.trained_on
     typer.echo(f"{path}: {meta['turns']} turns of {meta['dialogues']} dialogues, {len(meta['tasks'])} tasks, "

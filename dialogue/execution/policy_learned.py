@@ -18,7 +18,10 @@ return, with something or nothing; turns since the last question; how many of an
 since its last call; the words of the node's name that several workflows share (``ask``, ``inform``,
 ``nothing_found``, ``bye``; words of the workflow's own name are dropped) and those of the previous
 node ("what agents do after this kind of node"); the overlap of the user's last message with the
-node's own template.  The model is a LightGBM ranker (``evals/train_executor.py`` fits it; ``flowdesk train executor``).
+node's own template; and, when the model file holds one, a text classifier's opinion of the candidate's action
+(``opinion``: its probability after the task, the history and the user's words; unknown for an action it never
+saw as a label, so a new workflow's tasks run on the features above).  The model is a LightGBM ranker
+(``evals/train_executor.py`` fits it; ``flowdesk train executor``).
 
 Guarantees: the ranker only orders candidates.  Its choice skips proposals the post-controller already
 rejected this turn and those the controllers' proposal checks (``PROPOSAL_CHECKS``) turn down, and the
@@ -31,7 +34,8 @@ State: the active frame (``dialogue.frames.Frame``: executed, slots, results, ca
 turn's reading (``yesno``, ``info_missing``) — the same inputs as ``policy_offline.decide``.
 
 Model file (JSON, ``PolicyFile``): format version, the feature names (base features then token
-features), training provenance (counts only, never dialogue text) and the LightGBM model string.
+features), training provenance (counts only, never dialogue text), the LightGBM model string and the
+text classifier (hashed buckets and weights, never a word).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from workflows.text import content_words, last_user_text, message_text, stemmed
 from ..experience import provider_of, unmet
 from ..frames import Frame, scope_of
 from .interpreter import Interpreter, NextAction, fixed_args
+from .opinion import OPINION_FEATURES, OpinionModel, action_key, inputs as opinion_inputs
 from .policy_offline import CLOSING_USER, GOODBYE, GREETING_ONLY, called_since_user, same
 from .replies import OOW, new_call_id, proposal_for, question_for
 
@@ -143,11 +148,14 @@ class PolicyFile(BaseModel):
     """The model file written by ``flowdesk train executor``."""
 
     format: int = Field(description="FORMAT_VERSION of the writer")
-    features: list[str] = Field(min_length=1, description="columns: BASE_FEATURES, INTENT_FEATURES, token features")
+    features: list[str] = Field(min_length=1, description="columns: BASE_FEATURES, INTENT_FEATURES, "
+                                "OPINION_FEATURES (with ``opinion``), token features")
     booster: str = Field(min_length=1, description="LightGBM model (Booster.model_to_string)")
     intent: IntentModel | None = Field(default=None, description="the message -> next action words model")
     trained_on: dict[str, Any] = Field(default_factory=dict, description="provenance: dataset, split, counts")
     gate: Gate | None = Field(default=None, description="when to override the rules (None: the best-ranked wins)")
+    opinion: OpinionModel | None = Field(default=None, description="the text classifier read as evidence "
+                                         "(``dialogue.execution.opinion``; None: no OPINION_FEATURES)")
 
 
 class PolicyError(ValueError):
@@ -212,6 +220,7 @@ class _View:
     api_of: dict = field(default_factory=dict)  # API name -> the workflow's Api (``Workflow.api``)
     slot_names: tuple = ()  # the workflow's slots, in order
     answer_steps: tuple = ()  # per ANSWER, in order: (name, its ``seen`` key, its preconditions, its targets)
+    keys: tuple = ()  # every action's ``opinion.action_key`` (ANSWERs, API sites, the question, the OOW reply)
 
     def __post_init__(self) -> None:
         self.line_pos = {ln: i for i, ln in enumerate(self.sorted_lines)}
@@ -288,7 +297,9 @@ def view_of(wf: Workflow, interp: Interpreter) -> _View:
               params={api.name: frozenset(api.param_names) for api in wf.apis},
               api_of={api.name: api for api in reversed(wf.apis)}, slot_names=tuple(s.name for s in wf.slots),
               answer_steps=tuple((a.name, ("answer", a.name), frozenset(a.precondition), tuple(targets[a.name]))
-                                 for a in wf.answers))
+                                 for a in wf.answers),
+              keys=tuple(dict.fromkeys([*(a.name for a in wf.answers), *(action_key("api", s.name, s.fixed) for s in sites),
+                                        "request_information", OOW])))
     _VIEWS[key] = v
     return v
 
@@ -468,6 +479,9 @@ class TurnFeatures:
     toks: list[tuple[str, ...]]
     intent: list[str]
     turn: list[float] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # each candidate's ``opinion.action_key``
+    state: tuple = ()  # what the text classifier reads: (task, executed, a tool result just arrived, user text)
+    workflow_keys: tuple = ()  # ``_View.keys``
 
     def row(self, i: int) -> list[float]:
         """Candidate ``i``'s base features (BASE_FEATURES order)."""
@@ -510,7 +524,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     ]
     prev_tokens = tuple(["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))])
     rules = cands[0] if cands else None
-    rows, toks = [], []
+    rows, toks, keys = [], [], []
     runs = Counter(executed)
     last_at: dict[str, int] = {}
     for k, n in enumerate(reversed(executed)):
@@ -562,12 +576,14 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         ])
         toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
                     if c.kind == "api" else st.toks + prev_tokens)
+        keys.append(action_key(c.kind, node, c.fixed) if c.kind == "api" else node)
     prev2 = executed[-2] if len(executed) > 1 else ""
     intent = [*_said_words(low), *prev_tokens,
               *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
               f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
               f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
-    return TurnFeatures(rows, toks, intent, turn)
+    return TurnFeatures(rows, toks, intent, turn, keys, (wf.name, executed, last_type == "tool", message),
+                        view.keys)
 
 
 class Vectorizer:
@@ -581,6 +597,7 @@ class Vectorizer:
         self._columns = {n: i for i, n in enumerate(names)}
         self._targets = {t: i for i, t in enumerate(targets)}
         self._plans: dict[tuple, tuple[list[int], int, list[int]]] = {}
+        self._opinion_at = self._columns.get(OPINION_FEATURES[0], -1)  # -1: a model without the classifier
 
     def _plan(self, toks: tuple) -> tuple[list[int], int, list[int]]:
         toks = tuple(toks)
@@ -592,8 +609,9 @@ class Vectorizer:
             plan = self._plans[toks] = (idx, gen, [j for t in toks if (j := self._columns.get(t)) is not None])
         return plan
 
-    def __call__(self, tf: TurnFeatures, probs: list[float] | None):
-        """``probs``: ``IntentModel.vector`` of the turn (None without an intent model)."""
+    def __call__(self, tf: TurnFeatures, probs: list[float] | None, opinion: list[tuple[float, ...]] | None = None):
+        """``probs``: ``IntentModel.vector`` of the turn (None without an intent model); ``opinion``: each
+        row's ``OPINION_FEATURES`` (``OpinionModel.features``; None without the classifier)."""
         import numpy as np
 
         n, nc, nb, ni, width = len(tf.rows), TURN_AT, len(BASE_FEATURES), len(INTENT_FEATURES), self.width
@@ -618,6 +636,8 @@ class Vectorizer:
         X[:, nc:nb] = np.fromiter(tf.turn, dtype=np.float32, count=nb - nc)
         X[:, nb:nb + ni] = own[:, nc:]
         X.reshape(-1)[flat] = 1.0
+        if opinion is not None and self._opinion_at >= 0:
+            X[:, self._opinion_at:self._opinion_at + len(OPINION_FEATURES)] = opinion
         return X
 
 
@@ -643,12 +663,17 @@ class LearnedPolicy:
         if model.features[:len(BASE_FEATURES) + len(INTENT_FEATURES)] != BASE_FEATURES + INTENT_FEATURES:
             raise PolicyError(f"{source}: field 'features': the base features differ from this code's; retrain "
                               "with `flowdesk train executor`")
+        at = len(BASE_FEATURES) + len(INTENT_FEATURES)
+        if (model.opinion is not None) != (model.features[at:at + len(OPINION_FEATURES)] == OPINION_FEATURES):
+            raise PolicyError(f"{source}: field 'opinion': the classifier and its features come together")
         self.model, self.source, self.features = model, source, model.features
         self.booster = lgb.Booster(model_str=model.booster)
         self._predict = _predictor(self.booster)
         self._known = set(model.features)
         self._vectorize = Vectorizer(model.features, model.intent.targets if model.intent else [])
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
+        if model.opinion is not None:
+            model.opinion._tables()  # its matrix, built with the booster (not in the first turn's cost)
 
     @classmethod
     def load(cls, path: str | Path) -> "LearnedPolicy":
@@ -674,7 +699,10 @@ class LearnedPolicy:
         return self._predict(self.matrix(tf))
 
     def matrix(self, tf: TurnFeatures):
-        return self._vectorize(tf, self.model.intent.vector(tf.intent) if self.model.intent else None)
+        opinion = self.model.opinion
+        return self._vectorize(tf, self.model.intent.vector(tf.intent) if self.model.intent else None,
+                               opinion.features(opinion_inputs(*tf.state), tf.keys, tf.workflow_keys)
+                               if opinion is not None else None)
 
     def ungated(self) -> "LearnedPolicy":
         """The same ranker without its ``Gate`` (the evaluation scores both; built once)."""

@@ -1,0 +1,168 @@
+"""A text classifier's opinion of each candidate, as evidence for the learned executor's ranker (issue 14).
+
+A plain classifier over the task, the previous two actions, the actions done, whether a tool result just
+arrived and the user's last words (``evals/text_baseline.py``) predicts logged agents' next action better
+than the ranker's top choice on the tasks it was trained on: it knows, per seen task, which action follows
+which words and history.  The ranker reads its probability of each candidate's action (``OPINION_FEATURES``)
+beside the workflow-relative features; an action the classifier never saw as a label (a workflow it never
+saw) is flagged unknown, and the ranker falls back on the other features (it learns that regime from
+training turns scored by classifiers that left whole tasks out: ``evals/train_executor.py``).
+
+The classifier is multinomial logistic regression over hashed features (``inputs``): symbols of the state
+and TF-IDF (sublinear, L2-normalised) of the message's words and word pairs, each hashed (CRC-32) into
+``DIM`` buckets, so the model file keeps bucket numbers and weights, never a word.  Its labels are action
+keys (``action_key``): an ANSWER's name, an API call with its fixed arguments, ``request_information``,
+the out-of-workflow reply, and ``OTHER`` for a logged action no candidate stood for.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from functools import lru_cache
+
+from pydantic import BaseModel, Field, model_validator
+
+DIM = 1 << 20  # hash buckets: few collisions among the ~10^5 distinct features of STAR train
+OTHER = "<other>"  # the label of a logged action that no candidate stood for
+# per candidate: its probability (-1: a label never seen), its share of the workflow's actions' mass, the gap
+# to the workflow's most probable action, whether it is that action, whether its label is known, and the
+# mass of the workflow's known actions (the same for every row: how much the classifier sees this workflow)
+OPINION_FEATURES = ["opinion_p", "opinion_share", "opinion_gap", "opinion_top", "opinion_known", "opinion_mass"]
+_WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern (the baseline's)
+
+
+def action_key(kind: str, name: str, fixed: dict | None = None) -> str:
+    """The classifier's label of a candidate (``policy_learned.Candidate``: kind, name, fixed arguments)."""
+    if kind == "api":
+        return "api:" + name + "".join(f"|{k}={v}" for k, v in sorted((fixed or {}).items()))
+    return name
+
+
+@lru_cache(maxsize=8192)
+def _bucket(feature: str) -> int:
+    """The feature's hash bucket (cached: the state's symbols repeat from turn to turn)."""
+    return zlib.crc32(feature.encode("utf-8")) % DIM
+
+
+@lru_cache(maxsize=4096)
+def text_buckets(text: str) -> tuple[tuple[int, float], ...]:
+    """The message's words and word pairs as (bucket, sublinear term frequency), before idf (cached: a
+    message is read again at each of the agent's actions that follow it)."""
+    words = _WORD.findall(text.lower())
+    counts: dict[int, int] = {}
+    for term in (*words, *(a + " " + b for a, b in zip(words, words[1:]))):
+        b = _bucket("t=" + term)
+        counts[b] = counts.get(b, 0) + 1
+    return tuple((b, 1.0 + math.log(n)) for b, n in counts.items())
+
+
+def inputs(task: str, executed: list[str], tool_result: bool, text: str) -> tuple[tuple[int, ...], tuple]:
+    """What the classifier reads of a state: the symbols' buckets (value 1) and ``text_buckets``."""
+    return _symbols(task, tuple(executed), tool_result), text_buckets(text)
+
+
+@lru_cache(maxsize=4096)
+def _symbols(task: str, executed: tuple[str, ...], tool_result: bool) -> tuple[int, ...]:
+    """The state's symbols as sorted buckets (cached: a dialogue's states repeat across its actions)."""
+    prev1 = executed[-1] if executed else "<none>"
+    prev2 = executed[-2] if len(executed) > 1 else "<none>"
+    symbols = [f"task={task}", f"prev1={prev1}", f"prev2={prev2}", f"prev12={prev1}|{prev2}",
+               *(f"done={d}" for d in sorted(set(executed)))]
+    if tool_result:
+        symbols.append("kb")
+    return tuple(sorted({_bucket("s=" + s) for s in symbols}))
+
+
+class OpinionModel(BaseModel):
+    """The classifier in the executor's model file: kept buckets, their idf, sparse class weights."""
+
+    classes: list[str] = Field(min_length=2, description="action keys (``action_key``), OTHER included")
+    buckets: list[int] = Field(description="kept hashed features, ascending")
+    idf: list[float] = Field(description="per kept bucket: the idf of a text feature, 0 for a symbol (value 1)")
+    counts: list[int] = Field(description="per kept bucket: how many of the next cols/vals are its weights")
+    cols: list[int] = Field(description="non-zero weights: index into ``classes``")
+    vals: list[int] = Field(description="non-zero weights, in hundredths (the file's size)")
+    intercept: list[float] = Field(description="per class")
+
+    @model_validator(mode="after")
+    def _shapes(self) -> "OpinionModel":
+        if not (len(self.buckets) == len(self.idf) == len(self.counts)):
+            raise ValueError("buckets, idf and counts differ in length")
+        if not (len(self.cols) == len(self.vals) == sum(self.counts)) or any(n < 0 for n in self.counts):
+            raise ValueError("cols and vals must hold counts' weights")
+        if len(self.intercept) != len(self.classes):
+            raise ValueError("one intercept per class")
+        if self.cols and (min(self.cols) < 0 or max(self.cols) >= len(self.classes)):
+            raise ValueError("a weight's class is out of range")
+        return self
+
+    def _tables(self) -> dict:
+        """The weights as a dense float32 matrix (kept buckets x classes: a few MiB in memory, one gather
+        and one product per turn) and the lookups, built once (``LearnedPolicy`` builds them on loading)."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if not cache:
+            import numpy as np
+
+            W = np.zeros((len(self.buckets), len(self.classes)), dtype=np.float32)
+            W[np.repeat(np.arange(len(self.buckets)), self.counts), self.cols] = \
+                np.asarray(self.vals, dtype=np.float32) / 100
+            cache["W"], cache["b"] = W, np.asarray(self.intercept, dtype=np.float32)
+            cache["at"] = {b: (i, self.idf[i]) for i, b in enumerate(self.buckets)}
+            cache["class"] = {c: i for i, c in enumerate(self.classes)}
+            cache["known"] = {}  # workflow keys -> their classes
+            cache["texts"] = {}  # a message's text_buckets -> its (rows, values) (bounded)
+            cache["symbols"] = {}  # a state's symbols -> their rows (bounded)
+        return cache
+
+    def index(self, key: str) -> int:
+        """The class of an action key (-1: never a label in training)."""
+        return self._tables()["class"].get(key, -1)
+
+    def proba(self, x: tuple[tuple[int, ...], tuple]):
+        """The classes' probabilities for ``inputs``' output."""
+        import numpy as np
+
+        t = self._tables()
+        at, texts, syms = t["at"], t["texts"], t["symbols"]
+        symbols, text = x
+        words = texts.get(text)
+        if words is None:  # (a message is read again at each of the agent's actions that follow it)
+            norm = math.sqrt(sum(v * v for _, v in text)) or 1.0  # the norm over the message's own terms (as fitted)
+            hits = [(hit[0], v * hit[1] / norm) for b, v in text if (hit := at.get(b)) is not None and hit[1]]
+            if len(texts) > 4096:
+                texts.clear()
+            words = texts[text] = ([i for i, _ in hits], [v for _, v in hits])
+        rows = syms.get(symbols)
+        if rows is None:
+            if len(syms) > 4096:
+                syms.clear()
+            rows = syms[symbols] = [at[b][0] for b in symbols if b in at]
+        idx = rows + words[0]
+        val = [1.0] * len(rows) + words[1]
+        z = t["b"] + np.asarray(val, dtype=np.float32) @ t["W"][idx] if idx else t["b"].copy()
+        z -= z.max()
+        np.exp(z, out=z)
+        return z / z.sum()
+
+    def features(self, x, keys: list[str], workflow_keys: tuple[str, ...]) -> list[tuple[float, ...]]:
+        """``OPINION_FEATURES`` of each candidate key, read against the workflow's actions (``workflow_keys``:
+        every action key the workflow has, so a row does not depend on which other candidates are scored)."""
+        p = self.proba(x)
+        t = self._tables()
+        cls, known = t["class"], t["known"].get(workflow_keys)
+        if known is None:
+            known = t["known"][workflow_keys] = [j for j in (cls.get(k, -1) for k in workflow_keys) if j >= 0]
+        p = p.tolist()  # (Python floats: cheaper to index a few times than the array)
+        mass = sum(p[j] for j in known) if known else 0.0
+        best = max(p[j] for j in known) if known else 0.0
+        out = []
+        for k in keys:
+            j = cls.get(k, -1)
+            if j < 0:
+                out.append((-1.0, 0.0, -1.0, 0.0, 0.0, mass))
+                continue
+            pk = p[j]
+            out.append((pk, pk / mass if mass > 0 else 0.0, best - pk, float(pk >= best), 1.0, mass))
+        return out
