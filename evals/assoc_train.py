@@ -28,9 +28,6 @@ NEGATIVES = 8  # random negatives per example, beside the gold's own domain
 KEEP = 60_000  # the largest weights kept (the model file stays small; the rest are near 0)
 ALPHA = 1e-5  # SGDClassifier's L2 penalty
 FOLDS = 5
-# The regimes the pick's rows carry the feature in (``both_regimes``): a service left out of the association's
-# fit, a dialogue left out.
-REGIMES = ("service", "dialogue")
 # The floor on the sd the relative features divide by (``AssocModel.sd_floor``): this quantile of the pick turns'
 # spread (0 = no floor), as the dense z-score's (``evals.switch_train.DEN_SD_QUANTILE``).
 SD_QUANTILE = 0.99
@@ -184,8 +181,6 @@ def assoc_for_pick(rows: list, texts: list, data: Path, model_path: Path, cache:
     in other dialogues (a fold of dialogues left out) — fitted on one regime alone the pick misreads the
     other (``reports/switch-train-pick``).  Returns the rows and the pick section's record; the model fitted
     on every example is written beside ``model_path`` (``assoc_model.json``)."""
-    from dialogue.understanding.ranker import MODEL_PATH
-
     exs, libs, libraries = examples(data, cache)
     services = [libs[n][g][1] for n, _, g, _ in exs] + [s for *_, dd in rows for s in dd]
     fold = service_folds(services)
@@ -204,10 +199,9 @@ def assoc_for_pick(rows: list, texts: list, data: Path, model_path: Path, cache:
     seen = _fill(rows, texts, seen_model, libraries)
     final = fit_assoc(exs, libs)
     final.sd_floor = floor
+    # beside the switch model, which names it by its file name (``Ranker.picker`` reads it beside the model)
     path = Path(model_path).with_name("assoc_model.json")
     path.write_text(final.model_dump_json(indent=0) + "\n", encoding="utf-8")
-    name = path.name if path.parent.resolve() == MODEL_PATH.parent.resolve() else str(path.resolve())
-    rows = both_regimes(unseen, seen) if REGIMES == ("service", "dialogue") else unseen if REGIMES == ("service",) else seen
-    return rows, {"assoc": name, "assoc_fit": {**final.trained_on, "weights": len(final.weights),
+    return both_regimes(unseen, seen), {"assoc": path.name, "assoc_fit": {**final.trained_on, "weights": len(final.weights),
                                                                      "folds": FOLDS, "sgd_every": SGD_EVERY,
                                                                      "sd_floor": floor}}

@@ -30,7 +30,7 @@ switching configuration there, closed loop.
    (``PICK_MONOTONE``), over ``ranker.PICK_FEATURES`` (retrieval relative to the library, no raw cosine; the
    dense z-score's sd floored at ``den_sd_floor``), written as ``ranker.pick``; the bundled model's
    (``reports/switch-train-pick``).  Fitted after the reviser (``--pick-only --no-reviser``), it was measured
-   with the reviser fitted on the linear ranker's picks.  With ``--pick-assoc`` (off by default: session 13,
+   with the reviser fitted on the linear ranker's picks.  With ``--pick-assoc`` (the default since session 13,
    ``reports/switch-train-pick``) the word association (``evals.assoc_train``) is fitted first on the train
    splits' change turns and its feature carried into the pick's rows in two regimes (the turn's service left out
    of its fit, the turn's dialogue left out), the model written beside the switch model.
@@ -520,8 +520,6 @@ def pick_rows(data: Path, model_path: Path, sgd_every: int, star_every: int, cac
     ``training_rows`` reads them, and per dialogue its id and its turns' (dataset, user text, candidates in row order)
     (for the cross-fitted association feature); kept in the eval cache under the code's and the model's
     detector hash (reading them is most of a fit's time)."""
-    import inspect
-
     from dialogue.understanding import features as feats, ranker
     from graph.resources import get_resources
 
@@ -545,9 +543,7 @@ def pick_rows(data: Path, model_path: Path, sgd_every: int, star_every: int, cac
 
     model = json.loads(model_path.read_text(encoding="utf-8"))
     (model.get("ranker") or {}).pop("pick", None)
-    key = hashlib.sha1((json.dumps(model, sort_keys=True) + inspect.getsource(training_rows)
-                        + inspect.getsource(ranker) + inspect.getsource(feats) + inspect.getsource(make)
-                        ).encode()).hexdigest()[:16]
+    key = _code_key(model, training_rows, ranker, feats, make)
     return _cached(cache / "pick-rows" / f"{sgd_every}-{star_every}-{key}.pkl", make)
 
 
@@ -1391,9 +1387,9 @@ def train_command(
     pick_sgd_every: int = typer.Option(20, help="SGD train: every k-th dialogue for the pick model's rows."),
     pick_star_every: int = typer.Option(3, help="STAR train: all dialogues but every k-th (from the second) "
                                                 "for the pick model's rows."),
-    pick_assoc: bool = typer.Option(False, help="Also fit the word association (evals.assoc_train) and give the pick "
-                                                "its feature (session 13: better on SGD/STAR dev, worse on the demo "
-                                                "desk's gates; not the bundled model, reports/switch-train-pick)."),
+    pick_assoc: bool = typer.Option(True, help="Also fit the word association (evals.assoc_train) and give the pick "
+                                               "its feature (the bundled model's, since session 13; "
+                                               "reports/switch-train-pick)."),
 ) -> None:
     """Fit the switch ranker on SGD/STAR train and choose the switching configuration closed loop."""
     from dialogue.understanding.ranker import MODEL_PATH
@@ -1430,7 +1426,7 @@ def train_command(
         p = train_pick(data, path, pick_sgd_every, pick_star_every, cache, pick_assoc)
         _pick_report(out.parent / f"{out.name}-pick", p, f"flowdesk train switch --pick-only --no-reviser "
                                                          f"--pick-sgd-every {pick_sgd_every} --pick-star-every {pick_star_every}"
-                                                         f"{' --pick-assoc' if pick_assoc else ''}")
+                                                         f"{'' if pick_assoc else ' --no-pick-assoc'}")
         typer.echo(f"pick model: {p['turns']} turns, held-out pick accuracy {p['held_out']['pick_accuracy']:.3f} "
                    f"(logistic {p['held_out']['pick_accuracy_logistic']:.3f}, blend {p['blend']:g}: "
                    f"{p['held_out']['pick_accuracy_blend']:.3f})")

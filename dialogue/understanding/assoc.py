@@ -12,8 +12,8 @@ The weights are stored hashed (no word of any dialogue is written out), pruned t
 ``assoc_model.json`` beside the switch model (``AssocModel``, Pydantic-validated, loaded once).  A pick model
 fitted with it (``flowdesk train switch --pick-only --pick-assoc``) reads the score relative to the turn's
 candidates (``relative``: a z-score and the gap to the best other one, in the candidates' sd), the rows' feature
-from fits that left the turn's service out and that left its dialogue out.  Not part of the bundled model:
-better on SGD/STAR dev, worse on the demo desk's gates (session 13, ``reports/switch-train-pick``).
+from fits that left the turn's service out and that left its dialogue out.  The bundled pick reads it (session 13,
+``reports/switch-train-pick``: better on SGD/STAR dev closed loop, one demo conversation test lost).
 """
 
 from __future__ import annotations
