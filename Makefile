@@ -44,8 +44,10 @@ index: $(STAMP)
 executor-model: $(STAMP)
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --out dialogue/execution/models/executor_policy.json
 
-# The same without the next-action evaluation's zero-shot tasks (scored on tasks it never saw).
-.flowdesk/executor_policy_unseen.json: $(STAMP)
+# The same without the next-action evaluation's zero-shot tasks (scored on tasks it never saw); rebuilt when the
+# code that trains or reads it changes (a model from older code would be scored as if it were this one).
+.flowdesk/executor_policy_unseen.json: $(STAMP) evals/train_executor.py evals/train_opinion.py \
+		dialogue/execution/policy_learned.py dialogue/execution/opinion.py
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --exclude zero-shot --out $@
 
 # Every evaluation in reports/ (about an hour on 2 cores).  Switching: closed loop (what users meet) is
