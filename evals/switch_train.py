@@ -295,6 +295,25 @@ def best_within_cap(results: dict[str, dict], cap: float = SEARCH_CAP) -> str:
 LOOP_KEYS = ("top1", "map", "searches_per_turn", "switch_recall", "revisions_per_turn")
 
 
+def candidates_dir(cache: Path, model_path: Path) -> Path:
+    """The folder the closed-loop choices write their candidate models to, with the file ``model_path``'s
+    pick names (its word association) copied beside them: a model reads that file from its own folder, so a
+    candidate without it would be scored with a pick that silently lacks the association."""
+    import shutil
+
+    tmp = Path(cache) / "switch-model-candidates"
+    tmp.mkdir(parents=True, exist_ok=True)
+    if not Path(model_path).is_file():  # a first fit: no pick yet, nothing it names
+        return tmp
+    pick = (json.loads(Path(model_path).read_text(encoding="utf-8")).get("ranker") or {}).get("pick") or {}
+    if pick.get("assoc"):
+        src = Path(model_path).resolve().parent / pick["assoc"]
+        if not src.is_file():
+            raise typer.BadParameter(f"{model_path} names {pick['assoc']}, which does not lie beside it")
+        shutil.copyfile(src, tmp / pick["assoc"])
+    return tmp
+
+
 def closed_loop_on_train(loaded: dict, cache: Path, model_file: Path, **over) -> dict[str, Any]:
     """A candidate switch model scored closed loop on the train samples ``loaded`` (name -> (library,
     dialogues)), the agent configured by ``over``: ``per_dataset`` metrics and their ``top1_mean``."""
@@ -344,8 +363,7 @@ def train(data: Path, out: Path, model_path: Path, sgd_every: int, star_every: i
     typer.echo(f"ranker fitted on {fitted['rows']} rows: train pick accuracy {fitted['pick_accuracy_train']:.3f}")
     # Closed loop on the training splits: choose the configuration (and the revision margin).
     results: dict[str, dict] = {}
-    tmp = Path(cache) / "switch-model-candidates"
-    tmp.mkdir(parents=True, exist_ok=True)
+    tmp = candidates_dir(cache, model_path)
     for label, over in LOOP_CANDIDATES.items():
         over = dict(over)
         margin = over.pop("_margin", ranker["revise_margin"])
@@ -709,8 +727,7 @@ def train_reviser(data: Path, model_path: Path, rows_every: dict[str, int], loop
     kept = data_model.pop("reviser", None)
     if thresholds_only and not kept:
         raise typer.BadParameter(f"{model_path} holds no fitted reviser to choose thresholds for")
-    tmp = Path(cache) / "switch-model-candidates"
-    tmp.mkdir(parents=True, exist_ok=True)
+    tmp = candidates_dir(cache, model_path)
     base = tmp / "reviser-base.json"
     base.write_text(json.dumps(data_model), encoding="utf-8")
     X: list = []
@@ -1177,8 +1194,7 @@ def train_detector(data: Path, model_path: Path, rows_every: dict[str, int], loo
     if not detector:
         raise typer.BadParameter(f"{model_path} holds no learned detector (run flowdesk train switch first)")
     chosen_ctx = dict((data_model.get("chosen") or {}).get("context") or {})
-    tmp = Path(cache) / "switch-model-candidates"
-    tmp.mkdir(parents=True, exist_ok=True)
+    tmp = candidates_dir(cache, model_path)
     base = tmp / "detector-base.json"
     # the agent as configured, recording each turn's whole row (``Params.record_row``) for the trees to learn from
     base.write_text(json.dumps({**data_model, "detector": {**detector, "record_row": True}}), encoding="utf-8")

@@ -148,3 +148,30 @@ def test_the_relative_features_divide_by_at_least_the_floor():
     wide = [6.0, 0.0, 3.0]  # sd 2.45, above the floor
     assert relative(wide, 2.0) == relative(wide)
     assert relative([1.0, 1.0], 2.0) == [(0.0, 0.0)] * 2
+
+
+def test_candidate_models_get_the_association_beside_them(tmp_path):
+    """The closed-loop choices (reviser, detector, configuration) score candidate models written to the cache:
+    the association file the model's pick names must be copied beside them, else every candidate is scored with
+    a pick that silently lacks it (session 13: the reviser was refitted on such a pick)."""
+    from pathlib import Path
+
+    import typer
+
+    from dialogue.understanding.ranker import _load
+    from evals.switch_train import candidates_dir
+
+    home = tmp_path / "home"
+    home.mkdir()
+    model = home / "switch_model.json"
+    model.write_text(json.dumps({"ranker": {"pick": {"assoc": "a.json"}}}), encoding="utf-8")
+    (home / "a.json").write_text('{"marker": 1}', encoding="utf-8")
+    tmp = candidates_dir(tmp_path / "cache", model)
+    assert (tmp / "a.json").read_text(encoding="utf-8") == '{"marker": 1}'
+    # a candidate written there resolves the association to the copy, as the ranker reads it
+    cand = tmp / "cand.json"
+    cand.write_text(model.read_text(encoding="utf-8"), encoding="utf-8")
+    assert Path(_load(str(cand)).meta["_dir"]) / "a.json" == (tmp / "a.json").resolve()
+    (home / "a.json").unlink()
+    with pytest.raises(typer.BadParameter):
+        candidates_dir(tmp_path / "cache2", model)
