@@ -123,44 +123,45 @@ def service_folds(services: Sequence[str], folds: int = FOLDS) -> dict[str, int]
     return {s: i % folds for i, s in enumerate(order)}
 
 
-def _fill(rows: list, texts: list, model_for, libraries: dict) -> list:
-    """The rows with ``ASSOC`` columns from ``model_for(dialogue, service)`` for each turn."""
-    from dialogue.understanding.assoc import ASSOC, candidate_features
+def _raw(rows: list, texts: list, model_for, libraries: dict) -> list:
+    """Per dialogue, each turn's (first row, raw association scores of its candidates in row order), from
+    ``model_for(dialogue, service)``."""
+    from dialogue.understanding.assoc import raw_scores
+
+    out = []
+    for (dx, dy, dg, dd), (dialogue, said) in zip(rows, texts):
+        first: dict[int, int] = {}
+        for i, g in enumerate(dg):
+            first.setdefault(g, i)
+        out.append([(first[g], raw_scores(model_for(dialogue, dd[first[g]]), text, names, libraries[name]))
+                    for g, (name, text, names) in enumerate(said) if g in first])
+    return out
+
+
+def _fill(rows: list, raw: list, floor: float) -> list:
+    """The rows with ``ASSOC`` columns: each turn's ``_raw`` scores relative to its candidates (sd at least
+    ``floor``), as ``assoc.candidate_features`` reads them at a search."""
+    from dialogue.understanding.assoc import ASSOC, relative
     from dialogue.understanding.ranker import ROW_FEATURES
 
     cols = [ROW_FEATURES.index(k) for k in ASSOC]
     out = []
-    for (dx, dy, dg, dd), (dialogue, said) in zip(rows, texts):
+    for (dx, dy, dg, dd), turns in zip(rows, raw):
         dx = [list(r) for r in dx]
-        first: dict[int, int] = {}
-        for i, g in enumerate(dg):
-            first.setdefault(g, i)
-        for g, (name, text, names) in enumerate(said):
-            if g not in first:
-                continue
-            feats = candidate_features(model_for(dialogue, dd[first[g]]), text, names, libraries[name])
-            for j, f in enumerate(feats):
-                for c, k in zip(cols, ASSOC):
-                    dx[first[g] + j][c] = f[k]
+        for start, scores in turns:
+            for j, values in enumerate(relative(scores, floor)):
+                for c, v in zip(cols, values):
+                    dx[start + j][c] = v
         out.append((dx, dy, dg, dd))
     return out
 
 
-def sd_floor(rows: list, texts: list, model_fors, libraries: dict) -> float:
-    """The ``SD_QUANTILE`` quantile of the spread of the pick turns' association scores, over both regimes."""
+def sd_floor(raws: list) -> float:
+    """The ``SD_QUANTILE`` quantile of the spread of the pick turns' association scores (``_raw`` of each
+    regime), over the turns with more than one candidate."""
     import numpy as np
 
-    from dialogue.understanding.assoc import raw_scores
-
-    sds = []
-    for model_for in model_fors:
-        for (dx, dy, dg, dd), (dialogue, said) in zip(rows, texts):
-            first: dict[int, int] = {}
-            for i, g in enumerate(dg):
-                first.setdefault(g, i)
-            for g, (name, text, names) in enumerate(said):
-                if g in first and len(names) > 1:
-                    sds.append(float(np.std(raw_scores(model_for(dialogue, dd[first[g]]), text, names, libraries[name]))))
+    sds = [float(np.std(scores)) for raw in raws for turns in raw for _, scores in turns if len(scores) > 1]
     return round(float(np.quantile(sds, SD_QUANTILE)), 6) if sds else 0.0
 
 
@@ -192,11 +193,10 @@ def assoc_for_pick(rows: list, texts: list, data: Path, model_path: Path, cache:
         typer.echo(f"association fold {k}: {len(by_service[k].weights)} / {len(by_dialogue[k].weights)} weights")
     unseen_model = lambda d, svc: by_service[fold[svc]]  # noqa: E731
     seen_model = lambda d, svc: by_dialogue[dfold[d]]  # noqa: E731
-    floor = sd_floor(rows, texts, (unseen_model, seen_model), libraries) if SD_QUANTILE else 0.0
-    for m in (*by_service.values(), *by_dialogue.values()):
-        m.sd_floor = floor
-    unseen = _fill(rows, texts, unseen_model, libraries)
-    seen = _fill(rows, texts, seen_model, libraries)
+    # each regime's scores once: the floor is fitted on both, then every row reads them relative to its turn
+    raw_unseen, raw_seen = (_raw(rows, texts, m, libraries) for m in (unseen_model, seen_model))
+    floor = sd_floor([raw_unseen, raw_seen]) if SD_QUANTILE else 0.0
+    unseen, seen = _fill(rows, raw_unseen, floor), _fill(rows, raw_seen, floor)
     final = fit_assoc(exs, libs)
     final.sd_floor = floor
     # beside the switch model, which names it by its file name (``Ranker.picker`` reads it beside the model)

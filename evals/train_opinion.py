@@ -54,8 +54,8 @@ def fit(turns: list) -> "OpinionModel":  # noqa: F821 (dialogue.execution.opinio
     text_kept = {b for b, k in df.items() if k >= MIN_DF}
     buckets = sorted(symbols | text_kept)
     col = {b: i for i, b in enumerate(buckets)}
-    idf = [math.log((1 + n) / (1 + df[b])) + 1.0 if b in text_kept and b not in symbols else 1.0 for b in buckets]
     is_text = [b in text_kept and b not in symbols for b in buckets]
+    idf = [math.log((1 + n) / (1 + df[b])) + 1.0 if text else 1.0 for b, text in zip(buckets, is_text)]
     X = design(xs, col, idf, is_text)
     # (300 iterations at tol 1e-3: the training fits it nine times, see ``cross_fit``)
     lr = LogisticRegression(C=C, max_iter=300, tol=1e-3).fit(X, labels)
@@ -77,9 +77,11 @@ def design(xs: list, col: dict[int, int], idf: list[float], is_text: list[bool])
     """The classifier's matrix of ``inputs`` outputs (the same values as ``OpinionModel.proba`` reads)."""
     from scipy.sparse import csr_matrix
 
+    from dialogue.execution.opinion import text_norm
+
     rows, cols, vals = [], [], []
     for r, (sym, text) in enumerate(xs):
-        norm = math.sqrt(sum(v * v for _, v in text)) or 1.0
+        norm = text_norm(text)
         for b in sym:
             if b in col:
                 rows.append(r)

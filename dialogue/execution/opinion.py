@@ -58,6 +58,12 @@ def text_buckets(text: str) -> tuple[tuple[int, float], ...]:
     return tuple((b, 1.0 + math.log(n)) for b, n in counts.items())
 
 
+def text_norm(text: tuple[tuple[int, float], ...]) -> float:
+    """The L2 norm over a message's own terms (``text_buckets``) that its TF-IDF values are divided by, in the
+    fit as in reading (terms the model does not keep still count)."""
+    return math.sqrt(sum(v * v for _, v in text)) or 1.0
+
+
 def inputs(task: str, executed: list[str], tool_result: bool, text: str) -> tuple[tuple[int, ...], tuple]:
     """What the classifier reads of a state: the symbols' buckets (value 1) and ``text_buckets``."""
     return _symbols(task, tuple(executed), tool_result), text_buckets(text)
@@ -129,7 +135,7 @@ class OpinionModel(BaseModel):
         symbols, text = x
         words = texts.get(text)
         if words is None:  # (a message is read again at each of the agent's actions that follow it)
-            norm = math.sqrt(sum(v * v for _, v in text)) or 1.0  # the norm over the message's own terms (as fitted)
+            norm = text_norm(text)
             hits = [(hit[0], v * hit[1] / norm) for b, v in text if (hit := at.get(b)) is not None and hit[1]]
             if len(texts) > 4096:
                 texts.clear()

@@ -576,7 +576,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         ])
         toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
                     if c.kind == "api" else st.toks + prev_tokens)
-        keys.append(action_key(c.kind, node, c.fixed) if c.kind == "api" else node)
+        keys.append(action_key(c.kind, node, c.fixed))
     prev2 = executed[-2] if len(executed) > 1 else ""
     intent = [*_said_words(low), *prev_tokens,
               *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],

@@ -121,8 +121,6 @@ def relative(scores: Sequence[float], floor: float = 0.0) -> list[tuple[float, f
     if sd < 1e-9:
         return [(0.0, 0.0)] * n
     sd = max(sd, floor)
-    if sd < 1e-9:
-        return [(0.0, 0.0)] * n
     order = sorted(range(n), key=lambda i: -scores[i])
     best, second = scores[order[0]], scores[order[1]]
     return [((s - mean) / sd, (s - (second if i == order[0] else best)) / sd) for i, s in enumerate(scores)]
