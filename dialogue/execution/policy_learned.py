@@ -538,7 +538,7 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     done = set(executed)
     statics, all_targets, n_lines, sqrt = view.statics, view.targets, view.n_lines, math.sqrt
     # (the loop below runs for a dozen candidates on every scored turn: ``_filled`` and ``_sim_n`` inlined, the
-    # same expressions, so the same values)
+    # same expressions, and ``1.0 if x else 0.0`` for ``float(x)``: the same values without a call)
     for c in cands:
         node, kind = c.name, c.kind
         st = statics.get((kind, node)) or view.static(wf, kind, node)
@@ -564,22 +564,23 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
             api_f = _NO_API
         if targets:
             missing_t = [t for t in targets if (v := values.get(t)) is None or v == ""]
-            given = float(any((v := values.get(t)) is not None and v != "" and str(v).lower() in low for t in targets))
-            pending_t = float(any(t in pending for t in targets))
+            given = 1.0 if any((v := values.get(t)) is not None and v != "" and str(v).lower() in low
+                               for t in targets) else 0.0
+            pending_t = 1.0 if any(t in pending for t in targets) else 0.0
         else:
             missing_t, given, pending_t = targets, 0.0, 0.0
         words, name_words = st.words, st.name_words
         rows.append([*st.kind,
-            float(c.is_rules), float(rules_kind is not None and kind == rules_kind),
-            runs.get(node, 0), float(last == node), float(before_last == node),
+            1.0 if c.is_rules else 0.0, 1.0 if rules_kind is not None and kind == rules_kind else 0.0,
+            runs.get(node, 0), 1.0 if last == node else 0.0, 1.0 if before_last == node else 0.0,
             last_at.get(node, -1),
             *st.head, (sum((v := values.get(t)) is not None and v != "" for t in tvars) / len(tvars)) if tvars else 1.0,
             *st.template,
-            float(st.precond_set <= done), len(st.precond),
-            len(targets), len(missing_t), given, pending_t, float(bool(targets) and not missing_t),
-            line / n_lines, (line - last_line) / n_lines if line else 0.0, float(line > last_line),
+            1.0 if st.precond_set <= done else 0.0, len(st.precond),
+            len(targets), len(missing_t), given, pending_t, 1.0 if targets and not missing_t else 0.0,
+            line / n_lines, (line - last_line) / n_lines if line else 0.0, 1.0 if line > last_line else 0.0,
             line_pos[line] - first_after if line > last_line and line in line_pos else 99,
-            float(line > 0),
+            1.0 if line > 0 else 0.0,
             *api_f,
             len(user_words & words) / sqrt(n_user_words * len(words)) if n_user_words and words else 0.0,
             len(user_words & name_words) / sqrt(n_user_words * len(name_words)) if n_user_words and name_words else 0.0,
@@ -634,14 +635,19 @@ class Vectorizer:
         X = np.zeros((n, width), dtype=np.float32)
         if not n:
             return X
-        # the candidates' base, intent and opinion columns of all rows through one fromiter (half the time of
-        # asarray over a list of lists, the same float32 values), the turn's columns broadcast from one vector,
-        # the token columns through one flat index (X is C-ordered)
+        # each row's base columns (its own, then the turn's), intent and opinion columns through one fromiter
+        # (half the time of asarray over a list of lists, the same float32 values) into the matrix's leading
+        # columns (the model file's order: BASE, INTENT, OPINION), the token columns through one flat index
+        # (X is C-ordered)
         no = len(OPINION_FEATURES) if opinion is not None and self._opinion_at >= 0 else 0
+        turn = tuple(tf.turn)
+        if len(turn) != nb - nc:
+            raise ValueError(f"{len(turn)} turn features, the model has {nb - nc}")
         parts, flat, plans = [], [], self._plans
         for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
             idx, gen, at = plans.get(ts) or self._plan(ts)
             parts.append(row)
+            parts.append(turn)
             if probs is not None:
                 g = probs[gen] if gen >= 0 else -1.0
                 if idx:
@@ -656,13 +662,14 @@ class Vectorizer:
             if at:
                 base = r * width
                 flat.extend([base + j for j in at])
-        w = nc + ni + no
+        w = nb + ni + no
         own = np.fromiter(chain.from_iterable(parts), dtype=np.float32, count=n * w).reshape(n, w)
-        X[:, :nc] = own[:, :nc]
-        X[:, nc:nb] = np.fromiter(tf.turn, dtype=np.float32, count=nb - nc)
-        X[:, nb:nb + ni] = own[:, nc:nc + ni]
-        if no:
-            X[:, self._opinion_at:self._opinion_at + no] = own[:, nc + ni:]
+        if no and self._opinion_at == nb + ni:
+            X[:, :w] = own
+        else:
+            X[:, :nb + ni] = own[:, :nb + ni]
+            if no:
+                X[:, self._opinion_at:self._opinion_at + no] = own[:, nb + ni:]
         X.reshape(-1)[flat] = 1.0
         return X
 
@@ -866,13 +873,18 @@ def _predictor(booster) -> Callable[[Any], Any]:
     f32, cols, row_major, normal, start, all_iters = (ctypes.c_int(0), ctypes.c_int32(n_features), ctypes.c_int(1),
                                                        ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(-1))
     fast = ctypes.c_void_p()
+    n_out = ctypes.c_int64(0)
     try:
-        row_fn = _LIB.LGBM_BoosterPredictForMatSingleRowFast
+        # a function object of our own (``lib[name]`` is not the library's shared one), with its argument types
+        # declared, so a row's address passes as a plain int (no pointer object per row)
+        row_fn = _LIB["LGBM_BoosterPredictForMatSingleRowFast"]
+        row_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
+        row_fn.restype = ctypes.c_int
         _safe_call(_LIB.LGBM_BoosterPredictForMatSingleRowFastInit(handle, normal, start, all_iters, f32, cols,
                                                                     params, ctypes.byref(fast)))
+        fast_at = fast.value
     except Exception:  # (an older library: one matrix call per turn)
         row_fn = None
-    n_out = ctypes.c_int64(0)
     n_out_ref = ctypes.byref(n_out)
 
     def predict(X):
@@ -884,7 +896,8 @@ def _predictor(booster) -> Callable[[Any], Any]:
         if row_fn is not None:
             at, stride, to = X.ctypes.data, X.strides[0], out.ctypes.data
             for i in range(rows):
-                _safe_call(row_fn(fast, ctypes.c_void_p(at + i * stride), n_out_ref, ctypes.c_void_p(to + 8 * i)))
+                if row_fn(fast_at, at + i * stride, n_out_ref, to + 8 * i):
+                    _safe_call(-1)  # (raises LightGBM's error)
             return out
         _safe_call(fn(handle, ctypes.c_void_p(X.ctypes.data), f32, ctypes.c_int32(rows), cols, row_major,
                       normal, start, all_iters, params, ctypes.byref(n_out), ctypes.c_void_p(out.ctypes.data)))
