@@ -56,12 +56,27 @@ def _field_of(err) -> str:
     return ".".join(p for p in path if p) or "(arguments)"
 
 
+# a parameters schema's validator, by the schema object's identity (the schema kept beside it, so an id is never
+# read for another object): building one costs more than validating with it, and the learned executor checks
+# its candidate calls on every turn
+_VALIDATORS: dict[int, tuple[Any, Draft202012Validator]] = {}
+
+
+def _validator(schema: Any) -> Draft202012Validator:
+    hit = _VALIDATORS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_VALIDATORS) > 1024:
+            _VALIDATORS.clear()
+        hit = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema))
+    return hit[1]
+
+
 def schema_errors(api: Api, args: Any) -> list[tuple[str, str]]:
     """(field, friendly message naming the tool and the field) per schema problem; [] when valid."""
     if not isinstance(args, dict):
         return [("", f"{api.name}: arguments must be an object, got {type(args).__name__}")]
     out = []
-    for err in sorted(Draft202012Validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
+    for err in sorted(_validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
         fld = _field_of(err)
         if err.validator == "required":
             out.append((fld, f"{api.name}: missing required field '{fld}'"))

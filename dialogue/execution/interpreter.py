@@ -152,10 +152,11 @@ class Interpreter:
                   fixed: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
         return _Walk(self, frame, None, frozenset()).call_args(name, positional, fixed)
 
-    def calls_args(self, frame: Frame | dict, calls: list[tuple[str, list[str], dict[str, str]]]
-                   ) -> list[tuple[dict[str, Any], list[str]]]:
-        """``call_args`` of several calls (name, positional, fixed) on the same frame, with one walk."""
-        walk = _Walk(self, frame, None, frozenset())
+    def calls_args(self, frame: Frame | dict, calls: list[tuple[str, list[str], dict[str, str]]],
+                   values: dict[str, Any] | None = None) -> list[tuple[dict[str, Any], list[str]]]:
+        """``call_args`` of several calls (name, positional, fixed) on the same frame, with one walk;
+        ``values``: the frame's values view (``workflows.semantics.values_view``), when the caller has it."""
+        walk = _Walk(self, frame, None, frozenset()) if values is None else _Walk.for_args(self, frame, values)
         return [walk.call_args(name, positional, fixed) for name, positional, fixed in calls]
 
     def implied_targets(self, answer: str) -> list[str]:
@@ -195,6 +196,15 @@ class _Walk:
         self._results = self._scope.results
         self._slots = self._scope.slots
         self._lines = interp.lines
+
+    @classmethod
+    def for_args(cls, interp: Interpreter, frame: Frame | dict, values: dict[str, Any]) -> "_Walk":
+        """A walk that only reads calls' arguments (``call_args``), given the frame's values view: without
+        the scope a walk of the procedure needs (the learned executor asks for them on every turn)."""
+        walk = cls.__new__(cls)
+        walk.interp, walk.workflow = interp, interp.workflow
+        walk._values, walk._slots, walk._results = values, frame.get("slots") or {}, frame.get("results") or {}
+        return walk
 
     @cached_property
     def _left(self) -> Counter:

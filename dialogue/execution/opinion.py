@@ -104,65 +104,101 @@ class OpinionModel(BaseModel):
             raise ValueError("a weight's class is out of range")
         return self
 
-    def _tables(self) -> dict:
-        """The weights as a dense float32 matrix (kept buckets x classes: a few MiB in memory, one gather
-        and one product per turn) and the lookups, built once (``LearnedPolicy`` builds them on loading)."""
-        cache = self.__dict__.setdefault("_cache", {})
-        if not cache:
-            import numpy as np
-
-            W = np.zeros((len(self.buckets), len(self.classes)), dtype=np.float32)
-            W[np.repeat(np.arange(len(self.buckets)), self.counts), self.cols] = \
-                np.asarray(self.vals, dtype=np.float32) / 100
-            cache["W"], cache["b"] = W, np.asarray(self.intercept, dtype=np.float32)
-            cache["at"] = {b: (i, self.idf[i]) for i, b in enumerate(self.buckets)}
-            cache["class"] = {c: i for i, c in enumerate(self.classes)}
-            cache["known"] = {}  # workflow keys -> their classes
-            cache["texts"] = {}  # a message's text_buckets -> its (rows, values) (bounded)
-            cache["symbols"] = {}  # a state's symbols -> their rows (bounded)
-        return cache
+    def reader(self) -> "Reader":
+        """The tables the executor reads the classifier with, built once (``LearnedPolicy`` builds them on
+        loading, so the first turn does not pay for them)."""
+        r = self.__dict__.get("_reader")
+        if r is None:
+            r = self.__dict__["_reader"] = Reader(self)
+        return r
 
     def index(self, key: str) -> int:
         """The class of an action key (-1: never a label in training)."""
-        return self._tables()["class"].get(key, -1)
+        return self.reader().cls.get(key, -1)
 
     def proba(self, x: tuple[tuple[int, ...], tuple]):
         """The classes' probabilities for ``inputs``' output."""
-        import numpy as np
-
-        t = self._tables()
-        at, texts, syms = t["at"], t["texts"], t["symbols"]
-        symbols, text = x
-        words = texts.get(text)
-        if words is None:  # (a message is read again at each of the agent's actions that follow it)
-            norm = text_norm(text)
-            hits = [(hit[0], v * hit[1] / norm) for b, v in text if (hit := at.get(b)) is not None and hit[1]]
-            if len(texts) > 4096:
-                texts.clear()
-            words = texts[text] = ([i for i, _ in hits], [v for _, v in hits])
-        rows = syms.get(symbols)
-        if rows is None:
-            if len(syms) > 4096:
-                syms.clear()
-            rows = syms[symbols] = [at[b][0] for b in symbols if b in at]
-        idx = rows + words[0]
-        val = [1.0] * len(rows) + words[1]
-        z = t["b"] + np.asarray(val, dtype=np.float32) @ t["W"][idx] if idx else t["b"].copy()
-        z -= z.max()
-        np.exp(z, out=z)
-        return z / z.sum()
+        return self.reader().proba(x)
 
     def features(self, x, keys: list[str], workflow_keys: tuple[str, ...]) -> list[tuple[float, ...]]:
         """``OPINION_FEATURES`` of each candidate key, read against the workflow's actions (``workflow_keys``:
         every action key the workflow has, so a row does not depend on which other candidates are scored)."""
-        p = self.proba(x)
-        t = self._tables()
-        cls, known = t["class"], t["known"].get(workflow_keys)
+        return self.reader().features(x, keys, workflow_keys)
+
+
+class Reader:
+    """An ``OpinionModel`` ready to read, per turn (derived at load; the model file is unchanged): the weights
+    as a dense float32 matrix (kept buckets x classes: a few MiB, one gather and one product per turn), the
+    lookups, and caches for what repeats from turn to turn — a message's kept buckets and values (a message is
+    read again at each of the agent's actions that follow it), a state's rows, a workflow's classes.  Plain
+    attributes, no per-call lookups through the Pydantic model (the executor reads it on every scored turn)."""
+
+    __slots__ = ("W", "b", "at", "cls", "known", "texts", "symbols")
+    CACHE = 4096  # entries per cache before it is emptied (memory stays bounded in a long-running server)
+
+    def __init__(self, m: "OpinionModel"):
+        import numpy as np
+
+        W = np.zeros((len(m.buckets), len(m.classes)), dtype=np.float32)
+        W[np.repeat(np.arange(len(m.buckets)), m.counts), m.cols] = np.asarray(m.vals, dtype=np.float32) / 100
+        self.W, self.b = W, np.asarray(m.intercept, dtype=np.float32)
+        self.at = {b: (i, m.idf[i]) for i, b in enumerate(m.buckets)}  # bucket -> (row, idf)
+        self.cls = {c: i for i, c in enumerate(m.classes)}
+        self.known: dict = {}  # workflow keys -> their classes
+        # id(text_buckets' tuple) -> (the tuple, its rows, its values): keyed by identity (``text_buckets``
+        # returns the same tuple for the same message; a tuple's hash would cost a pass over its pairs), the
+        # tuple kept beside it so an id is never read for another message
+        self.texts: dict = {}
+        self.symbols: dict = {}  # a state's symbols -> their rows
+
+    def _words(self, text: tuple) -> tuple:
+        hit = self.texts.get(id(text))
+        if hit is not None and hit[0] is text:
+            return hit
+        norm = text_norm(text)
+        at = self.at
+        found = [(h[0], v * h[1] / norm) for b, v in text if (h := at.get(b)) is not None and h[1]]
+        if len(self.texts) > self.CACHE:
+            self.texts.clear()
+        hit = self.texts[id(text)] = (text, [i for i, _ in found], [v for _, v in found])
+        return hit
+
+    def proba(self, x: tuple[tuple[int, ...], tuple]):
+        """The classes' probabilities (float32) for ``inputs``' output: the intercept plus the kept
+        features' weighted rows (one gather, one product), then a softmax from the largest logit."""
+        import numpy as np
+
+        symbols, text = x
+        _, rows_t, vals_t = self._words(text)
+        rows = self.symbols.get(symbols)
+        if rows is None:
+            if len(self.symbols) > self.CACHE:
+                self.symbols.clear()
+            at = self.at
+            rows = self.symbols[symbols] = [at[b][0] for b in symbols if b in at]
+        if rows or rows_t:
+            z = np.asarray([1.0] * len(rows) + vals_t, dtype=np.float32) @ self.W[rows + rows_t]
+            z += self.b
+        else:
+            z = self.b.copy()
+        # (the ufuncs' reductions that ``ndarray.max`` / ``.sum`` call, without their Python wrappers: the same values)
+        z -= np.maximum.reduce(z)
+        np.exp(z, out=z)
+        z /= np.add.reduce(z)
+        return z
+
+    def features(self, x, keys: list[str], workflow_keys: tuple[str, ...]) -> list[tuple[float, ...]]:
+        """``OpinionModel.features``."""
+        p = self.proba(x).tolist()  # (Python floats: cheaper to index a few times than the array)
+        cls = self.cls
+        known = self.known.get(workflow_keys)
         if known is None:
-            known = t["known"][workflow_keys] = [j for j in (cls.get(k, -1) for k in workflow_keys) if j >= 0]
-        p = p.tolist()  # (Python floats: cheaper to index a few times than the array)
-        mass = sum(p[j] for j in known) if known else 0.0
-        best = max(p[j] for j in known) if known else 0.0
+            known = self.known[workflow_keys] = [j for j in (cls.get(k, -1) for k in workflow_keys) if j >= 0]
+        if known:
+            mine = [p[j] for j in known]
+            mass, best = sum(mine), max(mine)
+        else:
+            mass = best = 0.0
         out = []
         for k in keys:
             j = cls.get(k, -1)

@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
-from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -107,14 +106,16 @@ class IntentModel(BaseModel):
         """The targets' probabilities, in ``targets`` order."""
         import numpy as np
 
-        cache = self.__dict__.setdefault("_cache", {})
-        if "W" not in cache:
-            cache["W"] = np.asarray(self.coef, dtype=np.float32).T  # inputs x targets
-            cache["b"] = np.asarray(self.bias, dtype=np.float32)
-            cache["col"] = {n: i for i, n in enumerate(self.inputs)}
-        col = cache["col"]
-        idx = [col[x] for x in dict.fromkeys(inputs) if x in col]
-        z = cache["b"] + cache["W"][idx].sum(axis=0) if idx else cache["b"].copy()
+        tables = self.__dict__.get("_tables")
+        if tables is None:  # inputs x targets weights (C-ordered: an input's row is contiguous, so the gather
+            # below reads a few cache lines, not one per weight), the bias, the inputs' rows (built once)
+            tables = self.__dict__["_tables"] = (np.ascontiguousarray(np.asarray(self.coef, dtype=np.float32).T),
+                                                 np.asarray(self.bias, dtype=np.float32),
+                                                 {n: i for i, n in enumerate(self.inputs)})
+        W, b, col = tables
+        idx = [j for x in dict.fromkeys(inputs) if (j := col.get(x)) is not None]
+        # (``np.add.reduce``: what ``ndarray.sum`` calls, without its Python wrapper; the same float32 sums)
+        z = b + np.add.reduce(W[idx], axis=0) if idx else b.copy()
         # 1 / (1 + exp(-z)) in place: the same float32 operations, without an array per step
         np.negative(z, out=z)
         np.exp(z, out=z)
@@ -381,7 +382,7 @@ def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: d
     sites = [(s, api) for s in view.sites if (api := view.api_of.get(s.name)) is not None
              and all(p in executed for p in api.precondition)]
     for (s, api), (args, missing) in zip(sites, interp.calls_args(frame, [(s.name, s.args, s.fixed)
-                                                                          for s, _ in sites])):
+                                                                          for s, _ in sites], values)):
         if open_calls and ranker_may_call(api, args, asked, frame):
             add(Candidate("api", s.name, fixed=s.fixed, args=args, missing=missing, site=s,
                           build=lambda n=s.name, a=args: {"kind": "tool", "name": n, "args": a,
@@ -523,23 +524,27 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         len(cands) if n_candidates is None else n_candidates, items,
     ]
     prev_tokens = tuple(["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))])
-    rules = cands[0] if cands else None
+    rules_kind = cands[0].kind if cands else None
     rows, toks, keys = [], [], []
-    runs = Counter(executed)
+    runs: dict[str, int] = {}
     last_at: dict[str, int] = {}
     for k, n in enumerate(reversed(executed)):
+        runs[n] = runs.get(n, 0) + 1
         last_at.setdefault(n, k)  # nodes run: how many steps ago they last ran (``_since``)
+    before_last = executed[-2] if len(executed) > 1 else None
     last_tokens = set(view.tokens.get(last) or ())
+    n_last_tokens = len(last_tokens)
+    n_prev_words = len(prev_words)
     done = set(executed)
-    statics = view.statics
+    statics, all_targets, n_lines, sqrt = view.statics, view.targets, view.n_lines, math.sqrt
+    # (the loop below runs for a dozen candidates on every scored turn: ``_filled`` and ``_sim_n`` inlined, the
+    # same expressions, and ``1.0 if x else 0.0`` for ``float(x)``: the same values without a call)
     for c in cands:
-        node = c.name
-        run = runs[node]
-        st = statics.get((c.kind, node)) or view.static(wf, c.kind, node)
-        api, tvars, precond = st.api, st.tvars, st.precond
-        targets = view.targets.get(node, []) if c.kind == "answer" else list(c.missing) if c.kind == "request" else []
+        node, kind = c.name, c.kind
+        st = statics.get((kind, node)) or view.static(wf, kind, node)
+        api, tvars = st.api, st.tvars
+        targets = all_targets.get(node, []) if kind == "answer" else list(c.missing) if kind == "request" else []
         line = c.site.line if c.site else st.line
-        same_kind = float(rules is not None and c.kind == rules.kind)
         if api is not None:
             params = [p for p in api.param_names if p not in c.fixed]
             filled = sum(1 for p in params if p in c.args)
@@ -557,26 +562,38 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
                            and calls[-1].get("status", "ok") == "ok")]
         else:
             api_f = _NO_API
-        missing_t = [t for t in targets if not _filled(values, t)] if targets else targets
+        if targets:
+            missing_t = [t for t in targets if (v := values.get(t)) is None or v == ""]
+            given = 1.0 if any((v := values.get(t)) is not None and v != "" and str(v).lower() in low
+                               for t in targets) else 0.0
+            pending_t = 1.0 if any(t in pending for t in targets) else 0.0
+        else:
+            missing_t, given, pending_t = targets, 0.0, 0.0
+        words, name_words = st.words, st.name_words
         rows.append([*st.kind,
-            float(c.is_rules), same_kind,
-            run, float(last == node), float(len(executed) > 1 and executed[-2] == node),
+            1.0 if c.is_rules else 0.0, 1.0 if rules_kind is not None and kind == rules_kind else 0.0,
+            runs.get(node, 0), 1.0 if last == node else 0.0, 1.0 if before_last == node else 0.0,
             last_at.get(node, -1),
-            *st.head, (sum(_filled(values, v) for v in tvars) / len(tvars)) if tvars else 1.0, *st.template,
-            float(st.precond_set <= done), len(precond),
-            len(targets), len(missing_t),
-            float(any(_filled(values, t) and str(values.get(t)).lower() in low for t in targets)) if targets else 0.0,
-            float(any(t in pending for t in targets)) if targets else 0.0, float(bool(targets) and not missing_t),
-            line / view.n_lines, (line - last_line) / view.n_lines if line else 0.0, float(line > last_line),
+            *st.head, (sum((v := values.get(t)) is not None and v != "" for t in tvars) / len(tvars)) if tvars else 1.0,
+            *st.template,
+            1.0 if st.precond_set <= done else 0.0, len(st.precond),
+            len(targets), len(missing_t), given, pending_t, 1.0 if targets and not missing_t else 0.0,
+            line / n_lines, (line - last_line) / n_lines if line else 0.0, 1.0 if line > last_line else 0.0,
             line_pos[line] - first_after if line > last_line and line in line_pos else 99,
-            float(line > 0),
+            1.0 if line > 0 else 0.0,
             *api_f,
-            _sim_n(user_words, n_user_words, st.words), _sim_n(user_words, n_user_words, st.name_words),
-            _sim(prev_words, st.words) if prev_words else 0.0, _sim(last_tokens, st.token_set) if last_tokens else 0.0,
+            len(user_words & words) / sqrt(n_user_words * len(words)) if n_user_words and words else 0.0,
+            len(user_words & name_words) / sqrt(n_user_words * len(name_words)) if n_user_words and name_words else 0.0,
+            len(prev_words & words) / sqrt(n_prev_words * len(words)) if n_prev_words and words else 0.0,
+            len(last_tokens & st.token_set) / sqrt(n_last_tokens * len(st.token_set))
+            if n_last_tokens and st.token_set else 0.0,
         ])
-        toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens
-                    if c.kind == "api" else st.toks + prev_tokens)
-        keys.append(action_key(c.kind, node, c.fixed))
+        if kind == "api":
+            toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens)
+            keys.append(action_key(kind, node, c.fixed))
+        else:
+            toks.append(st.toks + prev_tokens)
+            keys.append(node)  # (``action_key`` of a reply)
     prev2 = executed[-2] if len(executed) > 1 else ""
     intent = [*_said_words(low), *prev_tokens,
               *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
@@ -618,27 +635,46 @@ class Vectorizer:
         X = np.zeros((n, width), dtype=np.float32)
         if not n:
             return X
-        # the candidates' base and intent columns of all rows through one fromiter (half the time of asarray
-        # over a list of lists, the same float32 values), the turn's columns broadcast from one vector, the
-        # token columns through one flat index (X is C-ordered)
+        # each row's base columns (its own, then the turn's), intent and opinion columns through one fromiter
+        # (half the time of asarray over a list of lists, the same float32 values) into the matrix's leading
+        # columns (the model file's order: BASE, INTENT, OPINION), the token columns through one flat index
+        # (X is C-ordered)
+        no = len(OPINION_FEATURES) if opinion is not None and self._opinion_at >= 0 else 0
+        turn = tuple(tf.turn)
+        if len(turn) != nb - nc:
+            raise ValueError(f"{len(turn)} turn features, the model has {nb - nc}")
         parts, flat, plans = [], [], self._plans
         for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
             idx, gen, at = plans.get(ts) or self._plan(ts)
-            g = probs[gen] if probs is not None and gen >= 0 else -1.0
-            ps = [probs[i] for i in idx] if probs is not None else []
             parts.append(row)
-            parts.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)) if ps else (-1.0, -1.0, -1.0, g, 0.0))
+            parts.append(turn)
+            if probs is not None:
+                g = probs[gen] if gen >= 0 else -1.0
+                if idx:
+                    ps = [probs[i] for i in idx]
+                    parts.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)))
+                else:
+                    parts.append((-1.0, -1.0, -1.0, g, 0.0))
+            else:
+                parts.append(_NO_INTENT)
+            if no:
+                parts.append(opinion[r])
             if at:
                 base = r * width
                 flat.extend([base + j for j in at])
-        own = np.fromiter(chain.from_iterable(parts), dtype=np.float32, count=n * (nc + ni)).reshape(n, nc + ni)
-        X[:, :nc] = own[:, :nc]
-        X[:, nc:nb] = np.fromiter(tf.turn, dtype=np.float32, count=nb - nc)
-        X[:, nb:nb + ni] = own[:, nc:]
+        w = nb + ni + no
+        own = np.fromiter(chain.from_iterable(parts), dtype=np.float32, count=n * w).reshape(n, w)
+        if no and self._opinion_at == nb + ni:
+            X[:, :w] = own
+        else:
+            X[:, :nb + ni] = own[:, :nb + ni]
+            if no:
+                X[:, self._opinion_at:self._opinion_at + no] = own[:, nb + ni:]
         X.reshape(-1)[flat] = 1.0
-        if opinion is not None and self._opinion_at >= 0:
-            X[:, self._opinion_at:self._opinion_at + len(OPINION_FEATURES)] = opinion
         return X
+
+
+_NO_INTENT = (-1.0, -1.0, -1.0, -1.0, 0.0)  # INTENT_FEATURES without an intent model
 
 
 def familiarity(answer_tokens: dict[str, list[str]], features: set[str] | list[str]) -> float:
@@ -655,7 +691,9 @@ def familiarity(answer_tokens: dict[str, list[str]], features: set[str] | list[s
 class LearnedPolicy:
     """A trained ranker over the candidates; ``choose`` is the executor's hook."""
 
-    def __init__(self, model: PolicyFile, source: str = ""):
+    def __init__(self, model: PolicyFile, source: str = "", booster: tuple | None = None):
+        """``booster``: (Booster, its predictor) of a policy over the same model file (``ungated``: one copy of
+        the trees in memory, not two competing for the cache)."""
         import lightgbm as lgb
 
         if model.format != FORMAT_VERSION:
@@ -667,13 +705,16 @@ class LearnedPolicy:
         if (model.opinion is not None) != (model.features[at:at + len(OPINION_FEATURES)] == OPINION_FEATURES):
             raise PolicyError(f"{source}: field 'opinion': the classifier and its features come together")
         self.model, self.source, self.features = model, source, model.features
-        self.booster = lgb.Booster(model_str=model.booster)
-        self._predict = _predictor(self.booster)
+        if booster is None:
+            self.booster = lgb.Booster(model_str=model.booster)
+            self._predict = _predictor(self.booster)
+        else:
+            self.booster, self._predict = booster
         self._known = set(model.features)
         self._vectorize = Vectorizer(model.features, model.intent.targets if model.intent else [])
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
-        if model.opinion is not None:
-            model.opinion._tables()  # its matrix, built with the booster (not in the first turn's cost)
+        # the classifier's tables, built with the booster (not in the first turn's cost)
+        self._opinion = model.opinion.reader() if model.opinion is not None else None
 
     @classmethod
     def load(cls, path: str | Path) -> "LearnedPolicy":
@@ -699,7 +740,7 @@ class LearnedPolicy:
         return self._predict(self.matrix(tf))
 
     def matrix(self, tf: TurnFeatures):
-        opinion = self.model.opinion
+        opinion = self._opinion
         return self._vectorize(tf, self.model.intent.vector(tf.intent) if self.model.intent else None,
                                opinion.features(opinion_inputs(*tf.state), tf.keys, tf.workflow_keys)
                                if opinion is not None else None)
@@ -709,7 +750,8 @@ class LearnedPolicy:
         if self.model.gate is None:
             return self
         if "_ungated" not in self.__dict__:
-            self._ungated = LearnedPolicy(self.model.model_copy(update={"gate": None}), self.source + " (ungated)")
+            self._ungated = LearnedPolicy(self.model.model_copy(update={"gate": None}), self.source + " (ungated)",
+                                          booster=(self.booster, self._predict))
         return self._ungated
 
     def familiar(self, wf: Workflow, interp: Interpreter) -> bool:
@@ -807,9 +849,14 @@ class LearnedPolicy:
 def _predictor(booster) -> Callable[[Any], Any]:
     """``booster.predict(X, num_threads=1)`` for a float32 matrix, without the Python wrapper's per-call
     set-up (it rebuilds a predictor and re-parses the parameters on every call: a third of the ranker's
-    cost on a dozen rows).  The same LightGBM C function and arguments, so the same scores; the wrapper
-    when its C library does not expose them."""
+    cost on a dozen rows).  Row by row through LightGBM's single-row fast path (``FastConfig``: the
+    parameters parsed and the predictor built once, at load): 63 against 69 us per matrix for one
+    ``LGBM_BoosterPredictForMat`` call, which still re-parses them and builds a predictor on every call
+    (the ranker's matrices of a 1-in-10 STAR dev sample, caches flushed between calls as in a turn).  The same trees summed in the same order, so the same scores (checked in
+    ``tests/test_executor_learned.py``); the matrix call when the fast path is missing, the wrapper when
+    the C library exposes neither."""
     import ctypes
+    import weakref
 
     import numpy as np
 
@@ -825,16 +872,39 @@ def _predictor(booster) -> Callable[[Any], Any]:
     # a third of the cost of ``data_as``, the function declares no argument types)
     f32, cols, row_major, normal, start, all_iters = (ctypes.c_int(0), ctypes.c_int32(n_features), ctypes.c_int(1),
                                                        ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(-1))
+    fast = ctypes.c_void_p()
+    n_out = ctypes.c_int64(0)
+    try:
+        # a function object of our own (``lib[name]`` is not the library's shared one), with its argument types
+        # declared, so a row's address passes as a plain int (no pointer object per row)
+        row_fn = _LIB["LGBM_BoosterPredictForMatSingleRowFast"]
+        row_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
+        row_fn.restype = ctypes.c_int
+        _safe_call(_LIB.LGBM_BoosterPredictForMatSingleRowFastInit(handle, normal, start, all_iters, f32, cols,
+                                                                    params, ctypes.byref(fast)))
+        fast_at = fast.value
+    except Exception:  # (an older library: one matrix call per turn)
+        row_fn = None
+    n_out_ref = ctypes.byref(n_out)
 
     def predict(X):
         X = np.ascontiguousarray(X, dtype=np.float32)
         if X.ndim != 2 or X.shape[1] != n_features:
             return booster.predict(X, num_threads=1)
-        out, n_out = np.empty(X.shape[0], dtype=np.float64), ctypes.c_int64(0)
-        _safe_call(fn(handle, ctypes.c_void_p(X.ctypes.data), f32, ctypes.c_int32(X.shape[0]), cols, row_major,
+        rows = X.shape[0]
+        out = np.empty(rows, dtype=np.float64)
+        if row_fn is not None:
+            at, stride, to = X.ctypes.data, X.strides[0], out.ctypes.data
+            for i in range(rows):
+                if row_fn(fast_at, at + i * stride, n_out_ref, to + 8 * i):
+                    _safe_call(-1)  # (raises LightGBM's error)
+            return out
+        _safe_call(fn(handle, ctypes.c_void_p(X.ctypes.data), f32, ctypes.c_int32(rows), cols, row_major,
                       normal, start, all_iters, params, ctypes.byref(n_out), ctypes.c_void_p(out.ctypes.data)))
         return out
 
+    if row_fn is not None:  # the fast path's handle is freed with the function that holds it
+        weakref.finalize(predict, _LIB.LGBM_FastConfigFree, fast)
     return predict
 
 
