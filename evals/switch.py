@@ -34,7 +34,7 @@ from typing import Any
 
 import typer
 
-from .datasets import DATASETS, Dialogue, default_data_dir, load_switch_dataset
+from .datasets import DATASETS, Dialogue, default_data_dir, eval_today, load_switch_dataset
 from .switch_metrics import TurnRecord, compute
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -332,7 +332,7 @@ def evaluate(dataset: str, split: str, data: Path, out: Path, limit: int | None,
     multi_rep = dataset == "flowbench-samples"
     cfgs = parse_configs(configs, multi_rep)
     ctx = Context(library=str(lib_dir), store_dir=str(cache_dir / f"store-{dataset}-{split}"),
-                  detector_mode=detector_mode, detector_model=detector_model)
+                  detector_mode=detector_mode, detector_model=detector_model, today=eval_today())
     model = chat_model(detector_model, ctx.base_url, field="detector_model") if detector_mode != "offline" else None
     prog = _rich_progress() if show_progress else None
     if prog:

@@ -23,7 +23,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from .datasets import Dialogue
+from .datasets import Dialogue, eval_today
 from .switch_metrics import TurnRecord
 
 # The graph's understanding part, in the order build_agent wires it.
@@ -254,7 +254,7 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
 
     oos = dataset != "star"
     base = {"library": str(lib_dir), "store_dir": str(cache_dir / f"store-{dataset}-{split}"),
-            "detector_mode": "offline"}
+            "detector_mode": "offline", "today": eval_today()}
     default_ctx = Context(**base)
     label, over = chosen_on_train(default_ctx.switch_model)
     runs: dict[str, dict[str, Any]] = {}

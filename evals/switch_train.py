@@ -51,7 +51,7 @@ from typing import Any
 
 import typer
 
-from .datasets import default_data_dir, load_switch_dataset
+from .datasets import default_data_dir, eval_today, load_switch_dataset
 
 SOURCES = (("sgd", "train"), ("star", "train"))
 
@@ -60,7 +60,7 @@ def _context(dataset: str, lib_dir: Path, cache: Path, **over):
     from graph.context import Context
 
     return Context(library=str(lib_dir), store_dir=str(cache / f"store-{dataset}-train"), detector_mode="offline",
-                   **over)
+                   today=eval_today(), **over)
 
 
 def training_rows(dialogues, context, progress=None, detector_rows: list | None = None,

@@ -80,6 +80,11 @@ class Context:
         "description": "Tool-call ledger for exactly-once side effects: a SQLite file, a postgres:// URL or "
                        "memory:<name>; empty = beside the agent's checkpoints (ledger.sqlite, or the same "
                        "PostgreSQL database).", "kind": "ledger"})
+    # A desk whose tools keep their own calendar (the bundled demo's database) reads relative dates against it;
+    # evaluations pin it for dataset libraries, so their figures do not depend on the day they run.
+    today: str = field(default="", metadata={"kind": "date", "description": (
+        "The desk's calendar date (YYYY-MM-DD) that relative dates ('tomorrow', 'on Friday', 'the 6th') are "
+        "read against; empty = the bundled demo desk's own date for the bundled library, else the machine's.")})
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
@@ -200,7 +205,7 @@ class Context:
 
 
 # Fields an operator owns: a client of the served graph cannot change them (see client_context).
-SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "event_log", "executor_policy", "chroma_url", "base_url", "api_key_env",
+SERVER_SIDE = ("library", "store_dir", "db_path", "ledger", "event_log", "executor_policy", "today", "chroma_url", "base_url", "api_key_env",
                *(f"{r}_base_url" for r in ROLES), *(f"{r}_api_key_env" for r in ROLES))
 _HINTS = typing.get_type_hints(Context)
 _FIELDS = {f.name: f for f in fields(Context)}
@@ -276,6 +281,13 @@ def _coerce(f, value: Any, source: str = "") -> Any:
             raise fail(f"{shown} is not a file path, a postgres:// URL or memory:<name>")
         if not value.startswith("memory:") and os.path.isdir(value):
             raise fail(f"{shown} is a directory; give a .sqlite file path")
+    if kind == "date" and value:
+        import datetime as dt
+
+        try:
+            dt.date.fromisoformat(value)
+        except ValueError:
+            raise fail(f"{shown} is not a date (YYYY-MM-DD)") from None
     if kind == "executor_policy" and value not in ("interpreter", "auto") and not value.startswith("learned:"):
         raise fail(f"{shown} is not 'interpreter', 'auto' or 'learned:PATH'")
     if kind == "env_name" and value and not _ENV_NAME.match(value):

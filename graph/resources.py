@@ -26,7 +26,7 @@ _CACHE: dict[tuple, "Resources"] = {}
 _LOCK = threading.Lock()
 MODEL_ROLES = ("detector", "router", "executor")
 # the Context fields the resources are built from (the rest are per-run thresholds nodes read directly)
-_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url")
+_BUILT_FROM = ("library", "store_dir", "chroma_url", "db_path", "embedding", "tool_timeout", "base_url", "today")
 _MODELS: dict[tuple[str, str, str, str], Any] = {}
 
 
@@ -104,9 +104,11 @@ class Resources:
 
     @cached_property
     def today(self) -> dt.date | None:
-        """The date the user's relative dates ("tomorrow", "the 6th") are read against: the calendar the
-        library's tools keep — the demo desk's fixed date (``workflows.demo.db.desk_today``) for the
-        bundled library — else None, the machine's date."""
+        """The date the user's relative dates ("tomorrow", "the 6th") are read against: ``Context.today`` when
+        set, else the calendar the library's tools keep — the demo desk's fixed date
+        (``workflows.demo.db.desk_today``) for the bundled library — else None, the machine's date."""
+        if self.settings["today"]:
+            return dt.date.fromisoformat(self.settings["today"])
         if Path(self.settings["library"]).resolve() != bundled_library_path().resolve():
             return None
         from workflows.demo.db import desk_today

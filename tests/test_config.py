@@ -32,6 +32,7 @@ from tests.local_http import JsonHandler, serving
     ({"chroma_url": "file:///etc"}, "chroma_url: 'file:///etc' is not an http(s):// URL"),
     ({"base_url": "https://me:hunter22@llm.example/v1"}, "base_url: must not hold a password"),
     ({"judge_api_key_env": "sk-live-abcdef"}, "judge_api_key_env: must be the NAME of an environment variable"),
+    ({"today": "next week"}, "today: 'next week' is not a date (YYYY-MM-DD)"),
 ])
 def test_bad_values_name_the_field(kwargs, message):
     (name,) = kwargs
@@ -56,6 +57,22 @@ def test_env_values_are_converted_or_named(monkeypatch):
     monkeypatch.setenv("FLOWDESK_MAX_ATTEMPTS", "0")
     with pytest.raises(ContextError, match="max_attempts: 0 is too small"):
         Context()
+
+
+def test_the_desk_date_is_what_relative_dates_are_read_against(tmp_path):
+    """``Context.today`` pins the calendar: the bundled desk keeps its own date unless it is set, and a turn's
+    "tomorrow" is read against it (evaluations pin it so a figure does not depend on the day it runs)."""
+    import datetime as dt
+
+    from dialogue.understanding.slots import find_date
+    from graph.resources import get_resources
+    from workflows.demo.db import desk_today
+
+    store = str(tmp_path / "store")
+    assert get_resources(Context(store_dir=store)).today == desk_today()
+    pinned = get_resources(Context(store_dir=store, today="2030-02-27")).today
+    assert pinned == dt.date(2030, 2, 27)
+    assert find_date("tomorrow please", pinned)[0] == "2030-02-28"
 
 
 def test_each_role_has_its_own_model_url_and_key_variable(monkeypatch):

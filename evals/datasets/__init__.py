@@ -18,6 +18,15 @@ from pathlib import Path
 DATASETS = ("sgd", "star", "flowbench-samples")
 
 
+def eval_today() -> str:
+    """The calendar date a dataset's relative dates ("tomorrow", "on Friday") are read against in every
+    evaluation and training replay (``Context.today``): the demo desk's, fixed, so that a figure does not
+    depend on the day it is measured (a full run that crossed midnight once read 20 turns differently)."""
+    from workflows.demo.db import desk_today
+
+    return desk_today().isoformat()
+
+
 @dataclass
 class Turn:
     speaker: str  # "user" | "agent"

@@ -16,6 +16,7 @@ The STAR facts (splits, query names, constraint values) are owned by ``workflows
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -23,6 +24,8 @@ from typing import Any, Iterator
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from workflows.extraction.star import constraints, query_label
+
+from . import eval_today
 
 
 def answer_name(wf, label: str) -> str:
@@ -103,7 +106,7 @@ def replay(d: dict, library, interps: dict | None = None) -> Iterator[WizardStep
             interps[name] = Interpreter(library.workflows[name])
         return interps[name]
 
-    env = make_env(0, library.workflows, _LazyInterps(interp_of))
+    env = make_env(0, library.workflows, _LazyInterps(interp_of), dt.date.fromisoformat(eval_today()))
     caps = [c["Task"] for c in d["Scenario"].get("WizardCapabilities") or []]
     active = caps[0] if len(caps) == 1 else None
     frames: dict[str, Frame] = {}
