@@ -305,12 +305,12 @@ def candidates_dir(cache: Path, model_path: Path) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     if not Path(model_path).is_file():  # a first fit: no pick yet, nothing it names
         return tmp
-    pick = (json.loads(Path(model_path).read_text(encoding="utf-8")).get("ranker") or {}).get("pick") or {}
-    if pick.get("assoc"):
-        src = Path(model_path).resolve().parent / pick["assoc"]
+    from dialogue.understanding.ranker import beside
+
+    for src in beside(json.loads(Path(model_path).read_text(encoding="utf-8")), Path(model_path).resolve().parent):
         if not src.is_file():
-            raise typer.BadParameter(f"{model_path} names {pick['assoc']}, which does not lie beside it")
-        shutil.copyfile(src, tmp / pick["assoc"])
+            raise typer.BadParameter(f"{model_path} names {src.name}, which does not lie beside it")
+        shutil.copyfile(src, tmp / src.name)
     return tmp
 
 

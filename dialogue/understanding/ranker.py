@@ -240,9 +240,9 @@ class Ranker:
         pick = (self.meta.get("ranker") or {}).get("pick") or {}
         if not pick.get("booster") or self.booster:
             return self
+        files = beside(self.meta, Path(self.meta.get("_dir", MODEL_PATH.parent)))
         return replace(self, booster=pick["booster"], blend=float(pick.get("blend", 1.0)),
-                       den_floor=float(pick.get("den_sd_floor", 0.0)),
-                       assoc=str(Path(self.meta.get("_dir", MODEL_PATH.parent)) / pick["assoc"]) if pick.get("assoc") else "")
+                       den_floor=float(pick.get("den_sd_floor", 0.0)), assoc=str(files[0]) if files else "")
 
     def verifier(self) -> "Ranker":
         """The ranker that re-verifies a pick on a STAY turn (itself when no verify weights were fitted)."""
@@ -286,6 +286,13 @@ def log_softmax(scores: Sequence[tuple[str, float]]) -> dict[str, float]:
     top = max(s for _, s in scores)
     z = top + math.log(sum(math.exp(s - top) for _, s in scores))
     return {n: s - z for n, s in scores}
+
+
+def beside(meta: dict, folder: Path) -> list[Path]:
+    """The files a switch model's contents ``meta`` name, which lie beside the model file in ``folder``
+    wherever it is (its pick's word association): the one place that knows a model is more than one file."""
+    pick = (meta.get("ranker") or {}).get("pick") or {}
+    return [folder / pick["assoc"]] if pick.get("assoc") else []
 
 
 def load_ranker(path: str | None = None) -> Ranker | None:
