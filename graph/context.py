@@ -84,7 +84,8 @@ class Context:
     # evaluations pin it for dataset libraries, so their figures do not depend on the day they run.
     today: str = field(default="", metadata={"kind": "date", "description": (
         "The desk's calendar date (YYYY-MM-DD) that relative dates ('tomorrow', 'on Friday', 'the 6th') are "
-        "read against; empty = the bundled demo desk's own date for the bundled library, else the machine's.")})
+        "read against; empty = the bundled demo desk's own date for the bundled library (FLOWDESK_DEMO_TODAY moves "
+        "it together with the desk database's calendar), else the machine's.")})
     detector_model: str = field(default="offline", metadata={"description": "Switch detector: offline | provider:model."})
     router_model: str = field(default="offline", metadata={"description": "Domain/role router: offline | provider:model."})
     executor_model: str = field(default="offline", metadata={"description": "PDL executor: offline | provider:model."})
