@@ -258,11 +258,13 @@ def run_eval(out: str | Path, *, library: str | None = None, seeds: int = 4, cat
     from graph.agent import build_agent
     from graph.context import Context
     from graph.resources import get_resources, model_for
-    from workflows.demo.db import desk_today, ensure_db
+    from workflows.demo.db import ensure_db
+
+    from .datasets import eval_today
 
     base = context or Context()
     if not base.today:  # the goals' dates are the desk's (``evals.session_goals``): read the user's against it
-        base = replace(base, today=desk_today().isoformat())
+        base = replace(base, today=eval_today())
     if dataset:
         cache = Path(cache_dir or os.environ.get("FLOWDESK_EVAL_CACHE", ".flowdesk/eval"))
         lib_dir = dataset_library(dataset, data or "/work/shared/data", cache)
