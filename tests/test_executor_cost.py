@@ -185,3 +185,239 @@ def test_schema_validators_are_kept_per_schema_object():
     b = Api(name="book", parameters={"type": "object", "properties": {"n": {"type": "string"}}})
     assert bindings._validator(b.parameters) is not v  # another schema, another validator
     assert bindings.schema_errors(b, {"n": 2})[0][0] == "n"
+
+
+# --- the candidates' features, the passed-over ANSWERs, the branch guards (session 15) ----------------------
+
+from bisect import bisect_right  # noqa: E402
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+
+from dialogue.execution.policy_learned import (_NO_API, _cwords, _filled, _messages_since_user,  # noqa: E402
+                                               _passed_over_answers, _answer_leaves_collection, _said,
+                                               _said_words, _since, _values, action_key, candidates, features,
+                                               view_of)
+from workflows.text import last_user_text  # noqa: E402
+
+
+def _plain_features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: dict, messages: list[BaseMessage],
+             cands: list[Candidate], n_candidates: int | None = None, values: dict | None = None) -> TurnFeatures:
+    """``policy_learned.features`` as session 14 wrote it (each value computed in the loop, per row and turn)."""
+    view = view_of(wf, interp)
+    executed = list(frame.get("executed") or [])
+    values = _values(frame) if values is None else values
+    calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
+    message = last_user_text(messages)
+    low = message.lower()
+    said = _said(message)
+    user_words = _cwords(message)
+    n_user_words = len(user_words)
+    since_user, last_type, prev_text = _messages_since_user(messages)
+    prev_words = _cwords(prev_text)
+    last = executed[-1] if executed else ""
+    is_api, asks = view.apis, view.asks
+    last_line = view.lines.get(last, 0)
+    first_after = bisect_right(view.sorted_lines, last_line)  # the first line after the last node's
+    line_pos = view.line_pos
+    pending = list(frame.get("asked") or [])  # what the last question asked for
+    wf_slots = view.slot_names
+    last_ok = (1.0 if calls[-1].get("status", "ok") == "ok" else 0.0) if calls else -1.0
+    items = next((len(v) for v in reversed(list((frame.get("results") or {}).values()))
+                  if isinstance(v, list)), 0)
+    turn = [
+        min(len(executed), 30), sum(1 for m in messages if getattr(m, "type", "") == "human"), since_user,
+        float(last_type == "tool"), float(last in is_api), last_ok, len(calls),
+        _since(executed, lambda n: n in is_api), _since(executed, lambda n: n in asks),
+        said[0], float(reading.get("yesno") is True), float(reading.get("yesno") is False),
+        float(bool(reading.get("info_missing"))), *said[1:],
+        (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0,
+        len(cands) if n_candidates is None else n_candidates, items,
+    ]
+    prev_tokens = tuple(["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))])
+    rules_kind = cands[0].kind if cands else None
+    rows, toks, keys = [], [], []
+    runs: dict[str, int] = {}
+    last_at: dict[str, int] = {}
+    for k, n in enumerate(reversed(executed)):
+        runs[n] = runs.get(n, 0) + 1
+        last_at.setdefault(n, k)  # nodes run: how many steps ago they last ran (``_since``)
+    before_last = executed[-2] if len(executed) > 1 else None
+    last_tokens = set(view.tokens.get(last) or ())
+    n_last_tokens = len(last_tokens)
+    n_prev_words = len(prev_words)
+    done = set(executed)
+    statics, all_targets, n_lines, sqrt = view.statics, view.targets, view.n_lines, math.sqrt
+    # (the loop below runs for a dozen candidates on every scored turn: ``_filled`` and ``_sim_n`` inlined, the
+    # same expressions, and ``1.0 if x else 0.0`` for ``float(x)``: the same values without a call)
+    for c in cands:
+        node, kind = c.name, c.kind
+        st = statics.get((kind, node)) or view.static(wf, kind, node)
+        api, tvars = st.api, st.tvars
+        targets = all_targets.get(node, []) if kind == "answer" else list(c.missing) if kind == "request" else []
+        line = c.site.line if c.site else st.line
+        if api is not None:
+            params = [p for p in api.param_names if p not in c.fixed]
+            filled = sum(1 for p in params if p in c.args)
+            mine = [r for r in calls if r.get("api") == node]
+            variant = [r for r in mine if all(str((r.get("args") or {}).get(k)) == v for k, v in c.fixed.items())]
+            last_args = (mine[-1].get("args") or {}) if mine else {}
+            new_info = sum(1 for p, v in c.args.items() if p not in c.fixed and str(last_args.get(p)) != str(v))
+            api_f = [filled / len(params) if params else 1.0, len(c.missing), len(mine), len(variant), new_info,
+                     float(bool(mine) and {k: str(v) for k, v in last_args.items()}
+                           == {k: str(v) for k, v in c.args.items()}),
+                     c.site.index if c.site else 0,
+                     (1.0 if variant[-1].get("status", "ok") == "ok" else 0.0) if variant else -1.0,
+                     float(bool(calls) and calls[-1] in variant),
+                     float(bool(calls) and calls[-1] in mine and calls[-1] not in variant
+                           and calls[-1].get("status", "ok") == "ok")]
+        else:
+            api_f = _NO_API
+        if targets:
+            missing_t = [t for t in targets if (v := values.get(t)) is None or v == ""]
+            given = 1.0 if any((v := values.get(t)) is not None and v != "" and str(v).lower() in low
+                               for t in targets) else 0.0
+            pending_t = 1.0 if any(t in pending for t in targets) else 0.0
+        else:
+            missing_t, given, pending_t = targets, 0.0, 0.0
+        words, name_words = st.words, st.name_words
+        rows.append([*st.kind,
+            1.0 if c.is_rules else 0.0, 1.0 if rules_kind is not None and kind == rules_kind else 0.0,
+            runs.get(node, 0), 1.0 if last == node else 0.0, 1.0 if before_last == node else 0.0,
+            last_at.get(node, -1),
+            *st.head, (sum((v := values.get(t)) is not None and v != "" for t in tvars) / len(tvars)) if tvars else 1.0,
+            *st.template,
+            1.0 if st.precond_set <= done else 0.0, len(st.precond),
+            len(targets), len(missing_t), given, pending_t, 1.0 if targets and not missing_t else 0.0,
+            line / n_lines, (line - last_line) / n_lines if line else 0.0, 1.0 if line > last_line else 0.0,
+            line_pos[line] - first_after if line > last_line and line in line_pos else 99,
+            1.0 if line > 0 else 0.0,
+            *api_f,
+            len(user_words & words) / sqrt(n_user_words * len(words)) if n_user_words and words else 0.0,
+            len(user_words & name_words) / sqrt(n_user_words * len(name_words)) if n_user_words and name_words else 0.0,
+            len(prev_words & words) / sqrt(n_prev_words * len(words)) if n_prev_words and words else 0.0,
+            len(last_tokens & st.token_set) / sqrt(n_last_tokens * len(st.token_set))
+            if n_last_tokens and st.token_set else 0.0,
+        ])
+        if kind == "api":
+            toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens)
+            keys.append(action_key(kind, node, c.fixed))
+        else:
+            toks.append(st.toks + prev_tokens)
+            keys.append(node)  # (``action_key`` of a reply)
+    prev2 = executed[-2] if len(executed) > 1 else ""
+    intent = [*_said_words(low), *prev_tokens,
+              *["prev2=" + t for t in (view.tokens.get(prev2) or (["__api__"] if prev2 in is_api else []))],
+              f"ctx=since_user_{min(since_user, 3)}", f"ctx=last_{last_type or 'none'}",
+              f"ctx=api_{'none' if last_ok < 0 else 'ok' if last_ok else 'empty'}"]
+    return TurnFeatures(rows, toks, intent, turn, keys, (wf.name, executed, last_type == "tool", message),
+                        view.keys)
+
+
+def _random_states(seed: int, n: int):
+    """Frames of the bundled library's workflows with random histories: nodes run (preconditions or not),
+    values given, empty or missing, results with records and lists, calls that succeeded, failed or were
+    cancelled, slots asked for, and messages whose words carry some of the values."""
+    import random
+
+    from dialogue.execution.interpreter import Interpreter
+    from dialogue.execution.policy_offline import decide
+    from workflows.library import bundled_library_path, load_library
+
+    rng = random.Random(seed)
+    library = load_library(bundled_library_path())
+    names = sorted(library.workflows)
+    words = ["yes", "no", "please", "tomorrow", "7pm", "two", "table", "card", "thanks", "bye", "hi", "?"]
+    for _ in range(n):
+        wf = library.workflows[rng.choice(names)]
+        interp = Interpreter(wf)
+        nodes = [a.name for a in wf.answers] + [a.name for a in wf.apis]
+        slots = [s.name for s in wf.slots]
+        picked = [s for s in slots if rng.random() < 0.5]
+        slot_values = {s: rng.choice(["", None, "two", "7pm", f"v{rng.randint(0, 9)}", 2]) for s in picked}
+        results = {}
+        for api in wf.apis:
+            if rng.random() < 0.3:
+                results[api.name] = rng.choice([{r: f"r{rng.randint(0, 3)}" for r in api.returns},
+                                                [{"x": 1}] * rng.randint(0, 3), "ok"])
+        calls = [{"api": rng.choice([a.name for a in wf.apis]), "status": rng.choice(["ok", "error", "cancelled"]),
+                  "args": {s: v for s, v in slot_values.items() if rng.random() < 0.5}}
+                 for _ in range(rng.randint(0, 3))] if wf.apis else []
+        frame = {"workflow": wf.name, "executed": [rng.choice(nodes) for _ in range(rng.randint(0, 6))],
+                 "slots": slot_values, "results": results, "calls": calls,
+                 "asked": rng.sample(slots, k=min(len(slots), rng.randint(0, 2)))}
+        text = " ".join(rng.choice(words + [str(v) for v in slot_values.values() if v]) for _ in range(rng.randint(0, 8)))
+        messages = rng.choice([[HumanMessage(text)], [HumanMessage("hello"), AIMessage("How can I help?"),
+                                                      HumanMessage(text)],
+                               [HumanMessage(text), AIMessage("One moment."),
+                                ToolMessage("{}", tool_call_id="c1")], []])
+        reading = {"yesno": rng.choice([True, False, None]), "info_missing": rng.random() < 0.2}
+        rules = decide(wf, interp, frame, reading, messages, [])
+        yield wf, interp, frame, reading, messages, rules
+
+
+def test_the_features_are_the_plain_loops_on_random_states():
+    """``features`` (what depends on the node read from its ``_Static``, membership in the turn's filled
+    names) gives exactly the rows, tokens, keys, turn and intent inputs of the plain loop."""
+    n = 0
+    for wf, interp, frame, reading, messages, rules in _random_states(1, 400):
+        cands = candidates(wf, interp, frame, rules, messages)
+        for subset in (cands, cands[::2]):
+            got = features(wf, interp, frame, reading, messages, subset, len(cands))
+            want = _plain_features(wf, interp, frame, reading, messages, subset, len(cands))
+            assert got == want
+            n += len(subset)
+    assert n > 2000  # (the states gave candidates of every kind to compare)
+
+
+def test_the_passed_over_answers_are_those_the_rule_names():
+    """``_passed_over_answers``' set is, ANSWER by ANSWER, what ``_answer_leaves_collection`` and the reply just
+    given say (with and without a gate; the view's kept sets reused across turns)."""
+    import random
+
+    rng = random.Random(4)
+    for wf, interp, frame, reading, messages, rules in _random_states(2, 300):
+        view = view_of(wf, interp)
+        done = frozenset(frame["executed"])
+        last = frame["executed"][-1] if frame["executed"] else None
+        slots = [s.name for s in wf.slots]
+        collecting = set(rng.sample(slots, k=min(len(slots), rng.randint(0, 2))))
+        for gate in (True, False):
+            skip = _passed_over_answers(view, done, last, collecting if gate else None)
+            for a in wf.answers:
+                want = a.name == last or bool(gate and _answer_leaves_collection(a.name, view, done, collecting))
+                assert (a.name in skip) == want
+
+
+def test_the_choice_is_the_same_with_the_plain_features(monkeypatch):
+    """The policy's choices and scores on random states are those it makes with the plain loop."""
+    from dialogue.execution import policy_learned
+
+    policy = load_policy("auto")
+    states = list(_random_states(3, 150))
+    fast = [(policy.choice(*s, []), [x for _, x in policy.scored(*s)]) for s in states]
+    monkeypatch.setattr(policy_learned, "features", _plain_features)
+    plain = [(policy.choice(*s, []), [x for _, x in policy.scored(*s)]) for s in states]
+    strip = lambda r: ({k: v for k, v in r[0][0].items() if k != "call_id"}, r[0][1], r[1])  # noqa: E731
+    assert [strip(r) for r in fast] == [strip(r) for r in plain]
+
+
+def test_the_branch_guards_are_kept_per_procedure_and_name():
+    from dialogue.control.checks import _guards, guards_of
+    from workflows.library import bundled_library_path, load_library
+
+    for wf in load_library(bundled_library_path()).workflows.values():
+        from dialogue.execution.interpreter import Interpreter
+
+        procedure = Interpreter(wf).procedure
+        for node in [a.name for a in wf.answers] + [a.name for a in wf.apis] + ["no_such_node"]:
+            want = [list(p) for p in _guards(procedure.steps, node, [])]
+            assert [list(p) for p in guards_of(procedure, node)] == want
+            assert guards_of(procedure, node) is guards_of(procedure, node)  # kept
+
+
+def test_the_predictor_reads_read_only_and_empty_matrices():
+    policy = load_policy("auto")
+    X = np.random.default_rng(2).normal(size=(5, len(policy.features))).astype(np.float32)
+    X.flags.writeable = False  # (no writable buffer: the addresses come from ``ndarray.ctypes``)
+    assert np.array_equal(policy._predict(X), policy.booster.predict(X, num_threads=1))
+    assert policy._predict(np.zeros((0, len(policy.features)), dtype=np.float32)).shape == (0,)

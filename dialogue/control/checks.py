@@ -80,9 +80,21 @@ def _guards(steps, name: str, path: list) -> list[list[tuple[ast.expr, str, bool
     return found
 
 
+def guards_of(procedure: Procedure, name: str) -> tuple:
+    """``_guards`` of the procedure's steps, kept on the procedure per name (a procedure is not changed once
+    parsed; the learned executor checks a few proposals on every turn, the post-controller each one)."""
+    kept = procedure.__dict__.get("_guards")
+    if kept is None or kept[0] is not procedure.steps:  # (kept beside the steps they were read from)
+        kept = procedure.__dict__["_guards"] = (procedure.steps, {})
+    paths = kept[1].get(name)
+    if paths is None:
+        paths = kept[1][name] = tuple(tuple(path) for path in _guards(procedure.steps, name, []))
+    return paths
+
+
 def blocked_by_branch(procedure: Procedure, name: str, scope: Scope) -> str | None:
     """Why ``name`` cannot be reached on the current values (None when it can, or we cannot tell)."""
-    paths = _guards(procedure.steps, name, [])
+    paths = guards_of(procedure, name)
     if not paths:
         return None
     reasons = []

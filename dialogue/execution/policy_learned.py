@@ -45,7 +45,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable
@@ -222,10 +222,13 @@ class _View:
     slot_names: tuple = ()  # the workflow's slots, in order
     answer_steps: tuple = ()  # per ANSWER, in order: (name, its ``seen`` key, its preconditions, its targets)
     keys: tuple = ()  # every action's ``opinion.action_key`` (ANSWERs, API sites, the question, the OOW reply)
+    collectors: frozenset = frozenset()  # the ANSWERs with targets
+    apart: dict = field(default_factory=dict)  # values collected -> the ANSWERs asking for none of them
 
     def __post_init__(self) -> None:
         self.line_pos = {ln: i for i, ln in enumerate(self.sorted_lines)}
         self.target_sets = {a: frozenset(t) for a, t in self.targets.items()}
+        self.collectors = frozenset(a for a, t in self.target_sets.items() if t)
 
     def static(self, wf: Workflow, kind: str, node: str) -> "_Static":
         """What a candidate's features read from the workflow alone (the same in every turn)."""
@@ -245,6 +248,10 @@ class _View:
                 token_set=set(self.tokens.get(node) or ()),
                 toks=(tuple(["tok=" + w for w in self.tokens.get(node, [])] + ["gen=" + node]) if kind == "answer"
                       else ("tok=__api__",) if kind == "api" else ("tok=__" + kind + "__",)))
+            st.kind_t, st.n_precond, st.n_tvars = tuple(st.kind), len(st.precond), len(st.tvars)
+            st.n_words, st.n_name_words, st.n_tokens = len(st.words), len(st.name_words), len(st.token_set)
+            st.targets = self.targets.get(node, []) if kind == "answer" else []
+            st.line_rel, st.in_procedure = st.line / self.n_lines, 1.0 if st.line > 0 else 0.0
         return st
 
 
@@ -262,6 +269,19 @@ class _Static:
     token_set: set[str]  # the node's shared name words (``_View.tokens``)
     toks: tuple[str, ...]  # token features (an API candidate adds its fixed values)
     precond_set: frozenset = frozenset()  # ``precond`` as a set
+    # what ``features`` reads of the node on every turn, precomputed (the same values): the one-hot kind,
+    # the number of preconditions, of the template's variables, of the content words, of the shared name words;
+    # an ANSWER's targets (``_View.targets``) and, for a node without a site of its own, its line's
+    # ``line_rel`` and ``in_procedure``
+    kind_t: tuple = ()
+    n_precond: int = 0
+    n_tvars: int = 0
+    n_words: int = 0
+    n_name_words: int = 0
+    n_tokens: int = 0
+    targets: list = field(default_factory=list)
+    line_rel: float = 0.0
+    in_procedure: float = 0.0
 
 
 _VIEWS: dict[tuple[str, str], _View] = {}
@@ -352,9 +372,11 @@ def candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: di
 
 
 def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: dict, messages: list[BaseMessage],
-                values: dict | None = None, skip_answer: Callable[[str], bool] | None = None) -> tuple[list[Candidate], int]:
-    """``candidates``, without the ANSWER candidates ``skip_answer`` (of the name) passes over (a caller
-    that would never choose them need not build them), and how many were skipped."""
+                values: dict | None = None, skip_answers: frozenset[str] | set[str] = frozenset(),
+                asked: set[str] | None = None) -> tuple[list[Candidate], int]:
+    """``candidates``, without the ANSWER candidates named in ``skip_answers`` (a caller that would never
+    choose them need not build them), and how many were skipped; ``asked``: the rules' ``asked_slots``, when
+    the caller has them."""
     values = _values(frame) if values is None else values
     view = view_of(wf, interp)
     executed = set(frame.get("executed") or [])
@@ -378,7 +400,8 @@ def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: d
                   site=next((s for s in view.sites if s.name == rules.get("name") and s.fixed == rfixed), None)))
     # calls the ranker may make on its own (see ``ranker_may_call``); the rules' own call is always there
     open_calls = not called_since_user(messages)
-    asked = set(asked_slots(rules, view, values))
+    if asked is None:
+        asked = set(asked_slots(rules, view, values))
     sites = [(s, api) for s in view.sites if (api := view.api_of.get(s.name)) is not None
              and all(p in executed for p in api.precondition)]
     for (s, api), (args, missing) in zip(sites, interp.calls_args(frame, [(s.name, s.args, s.fixed)
@@ -397,10 +420,10 @@ def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: d
         if key in seen or not precondition <= executed:
             continue  # the controllers' dependency check would turn it down (and it saves the features)
         seen.add(key)
-        if skip_answer is not None and skip_answer(name):
+        if name in skip_answers:
             skipped += 1
             continue
-        miss = [t for t in targets if not _filled(values, t)]
+        miss = [t for t in targets if (v := values.get(t)) is None or v == ""]  # (``_filled`` inlined)
         out.append(Candidate("answer", name, _NO_ARGS, _NO_ARGS, miss,
                              build=lambda n=name, m=miss: proposal_for(wf, NextAction("answer", n, slots=m), values)))
     add(Candidate("oow", OOW, build=_oow_reply))
@@ -466,6 +489,15 @@ def _messages_since_user(messages: list[BaseMessage]) -> tuple[int, str, str]:
     return n, last_type, prev_text
 
 
+def _n_user(messages: list[BaseMessage]) -> int:
+    """How many of the messages are the user's (``type`` "human"), read in one C-level pass."""
+    try:
+        return list(map(_TYPE, messages)).count("human")
+    except AttributeError:  # (a message without a type: not the user's)
+        return sum(1 for m in messages if getattr(m, "type", "") == "human")
+
+
+_TYPE = attrgetter("type")
 _INTENT_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")  # the intent model's words of a message
 _NO_API = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0)  # the API features of a reply
 
@@ -514,13 +546,15 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     last_ok = (1.0 if calls[-1].get("status", "ok") == "ok" else 0.0) if calls else -1.0
     items = next((len(v) for v in reversed(list((frame.get("results") or {}).values()))
                   if isinstance(v, list)), 0)
+    # the names with a value (``_filled``), once per turn: each row below reads them by membership
+    filled = {k for k, v in values.items() if v is not None and v != ""}
     turn = [
-        min(len(executed), 30), sum(1 for m in messages if getattr(m, "type", "") == "human"), since_user,
+        min(len(executed), 30), _n_user(messages), since_user,
         float(last_type == "tool"), float(last in is_api), last_ok, len(calls),
         _since(executed, lambda n: n in is_api), _since(executed, lambda n: n in asks),
         said[0], float(reading.get("yesno") is True), float(reading.get("yesno") is False),
         float(bool(reading.get("info_missing"))), *said[1:],
-        (sum(_filled(values, s) for s in wf_slots) / len(wf_slots)) if wf_slots else 0.0,
+        (sum(map(filled.__contains__, wf_slots)) / len(wf_slots)) if wf_slots else 0.0,
         len(cands) if n_candidates is None else n_candidates, items,
     ]
     prev_tokens = tuple(["prev=" + t for t in (view.tokens.get(last) or (["__api__"] if last in is_api else []))])
@@ -536,26 +570,34 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
     n_last_tokens = len(last_tokens)
     n_prev_words = len(prev_words)
     done = set(executed)
-    statics, all_targets, n_lines, sqrt = view.statics, view.targets, view.n_lines, math.sqrt
+    pending_set = set(pending)
+    statics, n_lines, sqrt = view.statics, view.n_lines, math.sqrt
     # (the loop below runs for a dozen candidates on every scored turn: ``_filled`` and ``_sim_n`` inlined, the
-    # same expressions, and ``1.0 if x else 0.0`` for ``float(x)``: the same values without a call)
+    # same expressions; what depends on the node alone read from its ``_Static``; membership in ``filled`` for
+    # ``_filled``; ``1.0 if x else 0.0`` for ``float(x)``: the same values with fewer calls.  The plain loop it
+    # replaces is kept as the reference in ``tests/test_executor_cost.py``)
     for c in cands:
         node, kind = c.name, c.kind
         st = statics.get((kind, node)) or view.static(wf, kind, node)
-        api, tvars = st.api, st.tvars
-        targets = all_targets.get(node, []) if kind == "answer" else list(c.missing) if kind == "request" else []
-        line = c.site.line if c.site else st.line
+        api, tvars, n_tvars = st.api, st.tvars, st.n_tvars
+        targets = st.targets if kind == "answer" else list(c.missing) if kind == "request" else []
+        site = c.site
+        if site is None:
+            line, line_rel, in_procedure = st.line, st.line_rel, st.in_procedure
+        else:
+            line = site.line
+            line_rel, in_procedure = line / n_lines, 1.0 if line > 0 else 0.0
         if api is not None:
             params = [p for p in api.param_names if p not in c.fixed]
-            filled = sum(1 for p in params if p in c.args)
+            filled_params = sum(1 for p in params if p in c.args)
             mine = [r for r in calls if r.get("api") == node]
             variant = [r for r in mine if all(str((r.get("args") or {}).get(k)) == v for k, v in c.fixed.items())]
             last_args = (mine[-1].get("args") or {}) if mine else {}
             new_info = sum(1 for p, v in c.args.items() if p not in c.fixed and str(last_args.get(p)) != str(v))
-            api_f = [filled / len(params) if params else 1.0, len(c.missing), len(mine), len(variant), new_info,
+            api_f = [filled_params / len(params) if params else 1.0, len(c.missing), len(mine), len(variant), new_info,
                      float(bool(mine) and {k: str(v) for k, v in last_args.items()}
                            == {k: str(v) for k, v in c.args.items()}),
-                     c.site.index if c.site else 0,
+                     site.index if site else 0,
                      (1.0 if variant[-1].get("status", "ok") == "ok" else 0.0) if variant else -1.0,
                      float(bool(calls) and calls[-1] in variant),
                      float(bool(calls) and calls[-1] in mine and calls[-1] not in variant
@@ -563,30 +605,36 @@ def features(wf: Workflow, interp: Interpreter, frame: Frame | dict, reading: di
         else:
             api_f = _NO_API
         if targets:
-            missing_t = [t for t in targets if (v := values.get(t)) is None or v == ""]
-            given = 1.0 if any((v := values.get(t)) is not None and v != "" and str(v).lower() in low
-                               for t in targets) else 0.0
-            pending_t = 1.0 if any(t in pending for t in targets) else 0.0
+            missing_t = [t for t in targets if t not in filled]
+            given = 0.0
+            if len(missing_t) < len(targets):  # (a target the user has not given cannot be in the message)
+                for t in targets:
+                    if t in filled and str(values[t]).lower() in low:
+                        given = 1.0
+                        break
+            pending_t = 0.0 if pending_set.isdisjoint(targets) else 1.0
+            n_targets, n_missing, targets_filled = len(targets), len(missing_t), 0.0 if missing_t else 1.0
         else:
-            missing_t, given, pending_t = targets, 0.0, 0.0
-        words, name_words = st.words, st.name_words
-        rows.append([*st.kind,
+            n_targets = n_missing = 0
+            given = pending_t = targets_filled = 0.0
+        n_words, n_name_words, n_tokens = st.n_words, st.n_name_words, st.n_tokens
+        rows.append([*st.kind_t,
             1.0 if c.is_rules else 0.0, 1.0 if rules_kind is not None and kind == rules_kind else 0.0,
             runs.get(node, 0), 1.0 if last == node else 0.0, 1.0 if before_last == node else 0.0,
             last_at.get(node, -1),
-            *st.head, (sum((v := values.get(t)) is not None and v != "" for t in tvars) / len(tvars)) if tvars else 1.0,
+            *st.head, (sum(map(filled.__contains__, tvars)) / n_tvars) if n_tvars else 1.0,
             *st.template,
-            1.0 if st.precond_set <= done else 0.0, len(st.precond),
-            len(targets), len(missing_t), given, pending_t, 1.0 if targets and not missing_t else 0.0,
-            line / n_lines, (line - last_line) / n_lines if line else 0.0, 1.0 if line > last_line else 0.0,
+            1.0 if st.precond_set <= done else 0.0, st.n_precond,
+            n_targets, n_missing, given, pending_t, targets_filled,
+            line_rel, (line - last_line) / n_lines if line else 0.0, 1.0 if line > last_line else 0.0,
             line_pos[line] - first_after if line > last_line and line in line_pos else 99,
-            1.0 if line > 0 else 0.0,
+            in_procedure,
             *api_f,
-            len(user_words & words) / sqrt(n_user_words * len(words)) if n_user_words and words else 0.0,
-            len(user_words & name_words) / sqrt(n_user_words * len(name_words)) if n_user_words and name_words else 0.0,
-            len(prev_words & words) / sqrt(n_prev_words * len(words)) if n_prev_words and words else 0.0,
-            len(last_tokens & st.token_set) / sqrt(n_last_tokens * len(st.token_set))
-            if n_last_tokens and st.token_set else 0.0,
+            len(user_words & st.words) / sqrt(n_user_words * n_words) if n_user_words and n_words else 0.0,
+            len(user_words & st.name_words) / sqrt(n_user_words * n_name_words)
+            if n_user_words and n_name_words else 0.0,
+            len(prev_words & st.words) / sqrt(n_prev_words * n_words) if n_prev_words and n_words else 0.0,
+            len(last_tokens & st.token_set) / sqrt(n_last_tokens * n_tokens) if n_last_tokens and n_tokens else 0.0,
         ])
         if kind == "api":
             toks.append(st.toks + tuple(["tok=" + str(v).lower() for v in c.fixed.values()]) + prev_tokens)
@@ -635,41 +683,46 @@ class Vectorizer:
         X = np.zeros((n, width), dtype=np.float32)
         if not n:
             return X
-        # each row's base columns (its own, then the turn's), intent and opinion columns through one fromiter
-        # (half the time of asarray over a list of lists, the same float32 values) into the matrix's leading
-        # columns (the model file's order: BASE, INTENT, OPINION), the token columns through one flat index
-        # (X is C-ordered)
+        # each row's own base columns, intent and opinion columns gathered in one flat list and converted at
+        # once (``np.array`` of a flat list of floats, the same float32 values as ``fromiter`` over the rows'
+        # parts) into their columns (the model file's order: BASE, INTENT, OPINION); the turn's columns, the
+        # same in every row, broadcast from one conversion (a fifth of the values otherwise converted row by
+        # row); the token columns through one flat index (X is C-ordered)
         no = len(OPINION_FEATURES) if opinion is not None and self._opinion_at >= 0 else 0
         turn = tuple(tf.turn)
         if len(turn) != nb - nc:
             raise ValueError(f"{len(turn)} turn features, the model has {nb - nc}")
-        parts, flat, plans = [], [], self._plans
+        values, flat, plans = [], [], self._plans
+        put = values.extend
         for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
             idx, gen, at = plans.get(ts) or self._plan(ts)
-            parts.append(row)
-            parts.append(turn)
+            put(row)
             if probs is not None:
                 g = probs[gen] if gen >= 0 else -1.0
                 if idx:
                     ps = [probs[i] for i in idx]
-                    parts.append((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)))
+                    put((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)))
                 else:
-                    parts.append((-1.0, -1.0, -1.0, g, 0.0))
+                    put((-1.0, -1.0, -1.0, g, 0.0))
             else:
-                parts.append(_NO_INTENT)
+                put(_NO_INTENT)
             if no:
-                parts.append(opinion[r])
+                put(opinion[r])
             if at:
                 base = r * width
                 flat.extend([base + j for j in at])
-        w = nb + ni + no
-        own = np.fromiter(chain.from_iterable(parts), dtype=np.float32, count=n * w).reshape(n, w)
+        w = nc + ni + no
+        if len(values) != n * w:
+            raise ValueError(f"{len(values)} values for {n} rows of {w} columns")
+        own = np.array(values, dtype=np.float32).reshape(n, w)
+        X[:, :nc] = own[:, :nc]
+        X[:, nc:nb] = turn
         if no and self._opinion_at == nb + ni:
-            X[:, :w] = own
+            X[:, nb:nb + ni + no] = own[:, nc:]
         else:
-            X[:, :nb + ni] = own[:, :nb + ni]
+            X[:, nb:nb + ni] = own[:, nc:nc + ni]
             if no:
-                X[:, self._opinion_at:self._opinion_at + no] = own[:, nb + ni:]
+                X[:, self._opinion_at:self._opinion_at + no] = own[:, nc + ni:]
         X.reshape(-1)[flat] = 1.0
         return X
 
@@ -806,8 +859,8 @@ class LearnedPolicy:
         margin = gate.min_margin if gate else -math.inf
         # the values the rules are collecting (none to keep when their proposal was rejected)
         values = _values(frame)
-        collecting = set(asked_slots(rules, view, values)) \
-            if gate and not rules_rejected else set()
+        asked = asked_slots(rules, view, values)
+        collecting = set(asked) if gate and not rules_rejected else set()
 
         done = frozenset(executed)
         last = executed[-1] if executed else None
@@ -816,15 +869,15 @@ class LearnedPolicy:
             return not c.is_rules and bool(gate and _leaves_collection(c, view, done, collecting)
                                            or c.kind != "api" and c.name == last)
 
-        def answer_passed_over(name: str) -> bool:  # ``passed_over`` of an ANSWER (not the rules') by its name
-            return name == last or bool(gate and _answer_leaves_collection(name, view, done, collecting))
-
         # only what could be chosen is built and scored (the ranker's cost): a passed-over candidate — one
         # that leaves the rules' collection (``_leaves_collection``) or repeats the reply just given (a loop)
         # — is never taken, and a row's score does not depend on the other rows (the number of candidates,
         # a turn feature, counts them all), so the order of the rest is the same
-        cands, skipped = _candidates(wf, interp, frame, rules, messages, values, answer_passed_over)
-        eligible = [c for c in cands if not passed_over(c)]
+        cands, skipped = _candidates(wf, interp, frame, rules, messages, values,
+                                     _passed_over_answers(view, done, last, collecting if gate else None), set(asked))
+        # (an ANSWER that is not the rules' proposal is among ``cands`` only when ``_passed_over_answers`` let
+        # it through, and ``passed_over`` reads the same of it: not asked again)
+        eligible = [c for c in cands if c.kind == "answer" or not passed_over(c)]
         if not rules_rejected and len(eligible) == 1:
             return rules, 0  # nothing could replace the rules' proposal: no need to score
         env = None  # check_env's, built for the first candidate the checks look at (the same for all)
@@ -874,6 +927,7 @@ def _predictor(booster) -> Callable[[Any], Any]:
                                                        ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(-1))
     fast = ctypes.c_void_p()
     n_out = ctypes.c_int64(0)
+    addressof, c_char = ctypes.addressof, ctypes.c_char
     try:
         # a function object of our own (``lib[name]`` is not the library's shared one), with its argument types
         # declared, so a row's address passes as a plain int (no pointer object per row)
@@ -894,7 +948,13 @@ def _predictor(booster) -> Callable[[Any], Any]:
         rows = X.shape[0]
         out = np.empty(rows, dtype=np.float64)
         if row_fn is not None:
-            at, stride, to = X.ctypes.data, X.strides[0], out.ctypes.data
+            if not rows:
+                return out
+            stride = X.strides[0]
+            try:  # the arrays' addresses (a quarter of the cost of ``ndarray.ctypes.data``, which builds a helper)
+                at, to = addressof(c_char.from_buffer(X)), addressof(c_char.from_buffer(out))
+            except (TypeError, ValueError):  # (a read-only array)
+                at, to = X.ctypes.data, out.ctypes.data
             for i in range(rows):
                 if row_fn(fast_at, at + i * stride, n_out_ref, to + 8 * i):
                     _safe_call(-1)  # (raises LightGBM's error)
@@ -923,6 +983,28 @@ def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | lis
         return _answer_leaves_collection(c.name, view, executed, collecting)
     # the rules are collecting values: only another way of asking for one of them
     return bool(collecting) and collecting.isdisjoint(c.missing)
+
+
+def _passed_over_answers(view: _View, done: frozenset[str], last: str | None,
+                         collecting: set[str] | None) -> set[str]:
+    """The ANSWERs ``passed_over`` passes over, by name (``collecting``: None without a gate): the reply just
+    given and, with a gate, those ``_answer_leaves_collection`` names — while the rules collect values, every
+    ANSWER that asks for none of them (the same for a workflow and a collection, so kept on the view), and an
+    ANSWER that collects values and ran before.  A set built from the view's sets instead of a test per ANSWER
+    and turn."""
+    out = {last}
+    if collecting is None:
+        return out
+    if collecting:
+        key = frozenset(collecting)
+        apart = view.apart.get(key)
+        if apart is None:
+            if len(view.apart) > 256:  # (bounded: the collections a workflow asks for are few)
+                view.apart.clear()
+            apart = view.apart[key] = frozenset(a for a, t in view.target_sets.items() if key.isdisjoint(t))
+        out |= apart
+    out |= view.collectors & done
+    return out
 
 
 def _answer_leaves_collection(name: str, view: _View, executed: frozenset[str] | list[str], collecting: set[str]) -> bool:
