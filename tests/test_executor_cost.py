@@ -421,3 +421,26 @@ def test_the_predictor_reads_read_only_and_empty_matrices():
     X.flags.writeable = False  # (no writable buffer: the addresses come from ``ndarray.ctypes``)
     assert np.array_equal(policy._predict(X), policy.booster.predict(X, num_threads=1))
     assert policy._predict(np.zeros((0, len(policy.features)), dtype=np.float32)).shape == (0,)
+
+
+def test_text_buckets_are_the_terms_buckets():
+    """``text_buckets`` (the CRC continued from a term's prefix and first word) gives the buckets of the terms'
+    strings, in the same order, on random texts (punctuation, case, repeats, non-ASCII words)."""
+    import random
+
+    from dialogue.execution.opinion import _WORD, _bucket
+
+    def plain(text):
+        words = _WORD.findall(text.lower())
+        counts = {}
+        for term in (*words, *(a + " " + b for a, b in zip(words, words[1:]))):
+            b = _bucket("t=" + term)
+            counts[b] = counts.get(b, 0) + 1
+        return tuple((b, 1.0 + math.log(n)) for b, n in counts.items())
+
+    rng = random.Random(6)
+    vocab = ["the", "a", "Table", "for", "two", "7pm", "café", "über", "I'm", "no", "yes", "?", "!", "...", "x"]
+    for _ in range(500):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 30)))
+        assert text_buckets.__wrapped__(text) == plain(text)
+    assert text_buckets("") == () and text_buckets("ok ok") == plain("ok ok")

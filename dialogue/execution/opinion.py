@@ -46,14 +46,25 @@ def _bucket(feature: str) -> int:
     return zlib.crc32(feature.encode("utf-8")) % DIM
 
 
+_TERM = zlib.crc32(b"t=")  # the CRC-32 of a text term's prefix, continued over the term's bytes
+
+
 @lru_cache(maxsize=4096)
 def text_buckets(text: str) -> tuple[tuple[int, float], ...]:
     """The message's words and word pairs as (bucket, sublinear term frequency), before idf (cached: a
-    message is read again at each of the agent's actions that follow it)."""
-    words = _WORD.findall(text.lower())
+    message is read again at each of the agent's actions that follow it).  A term's bucket is
+    ``_bucket("t=" + term)``, computed by continuing the CRC (``crc32(b, crc32(a)) == crc32(a + b)``): a pair's
+    from its first word's, without building the strings (a sixth less per new message; the same buckets, in
+    the same order)."""
+    crc = zlib.crc32
+    words = [w.encode("utf-8") for w in _WORD.findall(text.lower())]
+    heads = [crc(w, _TERM) for w in words]  # "t=" + word
     counts: dict[int, int] = {}
-    for term in (*words, *(a + " " + b for a, b in zip(words, words[1:]))):
-        b = _bucket("t=" + term)
+    for h in heads:
+        b = h % DIM
+        counts[b] = counts.get(b, 0) + 1
+    for i in range(1, len(words)):  # "t=" + first + " " + second
+        b = crc(words[i], crc(b" ", heads[i - 1])) % DIM
         counts[b] = counts.get(b, 0) + 1
     return tuple((b, 1.0 + math.log(n)) for b, n in counts.items())
 
