@@ -444,3 +444,51 @@ def test_text_buckets_are_the_terms_buckets():
         text = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 30)))
         assert text_buckets.__wrapped__(text) == plain(text)
     assert text_buckets("") == () and text_buckets("ok ok") == plain("ok ok")
+
+
+def test_plainly_valid_arguments_are_those_the_validator_accepts():
+    """``schema_errors`` without the validator's walk for plain schemas gives exactly what the validator says,
+    on the bundled library's schemas and on synthetic ones (type lists, string lists, required fields, the
+    keywords the plain form does not read), with values of every JSON type (bools, 1.0, None, extra fields)."""
+    import random
+
+    from jsonschema import Draft202012Validator
+
+    from workflows import bindings
+    from workflows.library import bundled_library_path, load_library
+    from workflows.pdl import Api
+
+    def plain_errors(api, args):  # the validator alone, as before the plain form
+        out = []
+        for err in sorted(Draft202012Validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
+            fld = bindings._field_of(err)
+            if err.validator == "required":
+                out.append((fld, f"{api.name}: missing required field '{fld}'"))
+            elif err.validator == "additionalProperties":
+                out.append((fld, f"{api.name}: unknown field '{fld}'"))
+            else:
+                out.append((fld, f"{api.name}: field '{fld}': {err.message}"))
+        return out
+
+    apis = [api for wf in load_library(bundled_library_path()).workflows.values() for api in wf.apis]
+    synthetic = [
+        {"type": "object", "properties": {"a": {"type": ["string", "integer"]}, "b": {"type": "number"},
+                                          "c": {"type": "boolean"}, "d": {"type": "null"}}, "required": ["a"]},
+        {"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "y"]},
+                                          "b": {"type": ["string", "integer"], "enum": ["1", "z"]}}},
+        {"type": "object", "properties": {"a": {"type": "integer", "minimum": 2}}, "required": ["a"]},
+        {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}},
+        {"type": "object", "properties": {"a": {"type": "integer", "description": "n"}}, "required": ["a", "b"]},
+    ]
+    apis += [Api(name=f"s{i}", parameters=schema) for i, schema in enumerate(synthetic)]
+    rng = random.Random(8)
+    values = ["x", "y", "z", "1", "", 0, 1, 2, -3, 1.0, 2.5, True, False, None, [], ["x"], {}, {"k": 1}]
+    plain_seen = 0
+    for api in apis:
+        names = list((api.parameters.get("properties") or {})) + ["a", "b", "extra"]
+        plain_seen += bindings._compiled(api.parameters)[2] is not None
+        for _ in range(60):
+            args = {n: rng.choice(values) for n in names if rng.random() < 0.7}
+            assert bindings.schema_errors(api, args) == plain_errors(api, args), (api.parameters, args)
+    assert plain_seen >= len(apis) // 2  # (most schemas take the plain form: the comparison covers it)

@@ -59,22 +59,90 @@ def _field_of(err) -> str:
 # a parameters schema's validator, by the schema object's identity (the schema kept beside it, so an id is never
 # read for another object): building one costs more than validating with it, and the learned executor checks
 # its candidate calls on every turn
-_VALIDATORS: dict[int, tuple[Any, Draft202012Validator]] = {}
+_VALIDATORS: dict[int, tuple[Any, Draft202012Validator, Any]] = {}
 
 
 def _validator(schema: Any) -> Draft202012Validator:
+    return _compiled(schema)[1]
+
+
+def _compiled(schema: Any) -> tuple[Any, Draft202012Validator, Any]:
+    """(the schema, its validator, its ``_plain_form``), kept per schema object."""
     hit = _VALIDATORS.get(id(schema))
     if hit is None or hit[0] is not schema:
         if len(_VALIDATORS) > 1024:
             _VALIDATORS.clear()
-        hit = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema))
-    return hit[1]
+        hit = _VALIDATORS[id(schema)] = (schema, Draft202012Validator(schema), _plain_form(schema))
+    return hit
+
+
+# What a JSON type name accepts, never more than the validator does (``integer`` takes a bool-free int but not
+# 1.0, ``number`` a bool-free int or float: stricter, so a value they turn down goes to the validator)
+_PLAIN_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+_ANNOTATIONS = frozenset({"description", "title", "examples", "default", "$comment"})
+
+
+def _plain_form(schema: Any) -> tuple[dict[str, tuple], tuple[str, ...]] | None:
+    """A schema that only says "an object whose listed fields have these primitive types (or string values
+    from a list), some required" as (field -> (type tests, allowed strings or None), required); None for any
+    other schema (it is always read by the validator)."""
+    if not isinstance(schema, dict) or schema.get("type") != "object" \
+            or set(schema) - {"type", "properties", "required"} - _ANNOTATIONS:
+        return None
+    props, required = schema.get("properties") or {}, schema.get("required") or []
+    if not isinstance(props, dict) or not isinstance(required, list) \
+            or not all(isinstance(r, str) for r in required):
+        return None
+    fields = {}
+    for name, sub in props.items():
+        if not isinstance(sub, dict) or set(sub) - {"type", "enum"} - _ANNOTATIONS:
+            return None
+        types = sub.get("type")
+        types = [types] if isinstance(types, str) else types
+        if not isinstance(types, list) or not types or not all(t in _PLAIN_TYPES for t in types):
+            return None
+        enum = sub.get("enum")
+        if enum is not None and not (isinstance(enum, list) and all(isinstance(e, str) for e in enum)):
+            return None
+        fields[name] = (tuple(_PLAIN_TYPES[t] for t in types), None if enum is None else frozenset(enum))
+    return fields, tuple(required)
+
+
+def _plainly_valid(form: tuple[dict[str, tuple], tuple[str, ...]] | None, args: dict) -> bool:
+    """Whether ``args`` certainly meet a ``_plain_form`` schema (False: unsure, ask the validator)."""
+    if form is None:
+        return False
+    fields, required = form
+    for name in required:
+        if name not in args:
+            return False
+    for name, value in args.items():
+        rule = fields.get(name)
+        if rule is None:
+            continue  # (a field the schema does not list: allowed, as without additionalProperties)
+        tests, enum = rule
+        if not any(t(value) for t in tests):
+            return False
+        if enum is not None and not (isinstance(value, str) and value in enum):
+            return False
+    return True
 
 
 def schema_errors(api: Api, args: Any) -> list[tuple[str, str]]:
-    """(field, friendly message naming the tool and the field) per schema problem; [] when valid."""
+    """(field, friendly message naming the tool and the field) per schema problem; [] when valid.  Arguments
+    that plainly meet a plain schema (``_plain_form``: typed fields, string lists, required ones) are valid
+    without the validator's walk (a tenth of its cost: the controllers check the executor's candidate calls
+    on every turn); anything else, and every problem's message, comes from the validator."""
     if not isinstance(args, dict):
         return [("", f"{api.name}: arguments must be an object, got {type(args).__name__}")]
+    if _plainly_valid(_compiled(api.parameters)[2], args):
+        return []
     out = []
     for err in sorted(_validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
         fld = _field_of(err)
