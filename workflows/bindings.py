@@ -137,8 +137,8 @@ def _plainly_valid(form: tuple[dict[str, tuple], tuple[str, ...]] | None, args: 
 def schema_errors(api: Api, args: Any) -> list[tuple[str, str]]:
     """(field, friendly message naming the tool and the field) per schema problem; [] when valid.  Arguments
     that plainly meet a plain schema (``_plain_form``: typed fields, string lists, required ones) are valid
-    without the validator's walk (a tenth of its cost: the controllers check the executor's candidate calls
-    on every turn); anything else, and every problem's message, comes from the validator."""
+    without the validator's walk (an eighth of its cost: 2.5 against 20.5 us for a STAR booking call's valid
+    arguments; the controllers check the executor's candidate calls on every turn); anything else, and every problem's message, comes from the validator."""
     if not isinstance(args, dict):
         return [("", f"{api.name}: arguments must be an object, got {type(args).__name__}")]
     if _plainly_valid(_compiled(api.parameters)[2], args):

@@ -686,8 +686,8 @@ class Vectorizer:
         # each row's own base columns, intent and opinion columns gathered in one flat list and converted at
         # once (``np.array`` of a flat list of floats, the same float32 values as ``fromiter`` over the rows'
         # parts) into their columns (the model file's order: BASE, INTENT, OPINION); the turn's columns, the
-        # same in every row, broadcast from one conversion (a fifth of the values otherwise converted row by
-        # row); the token columns through one flat index (X is C-ordered)
+        # same in every row, broadcast from one conversion (20 of a row's 72 values otherwise converted row
+        # by row); the token columns through one flat index (X is C-ordered)
         no = len(OPINION_FEATURES) if opinion is not None and self._opinion_at >= 0 else 0
         turn = tuple(tf.turn)
         if len(turn) != nb - nc:
