@@ -361,3 +361,36 @@ def test_the_ranker_is_not_called_when_nothing_could_replace_the_rules_proposal(
     # without a gate nothing is passed over: the ranker scores (and may choose another step)
     counted(base.ungated()).choice(wf, interp, fr, reading, messages, rules, [])
     assert calls
+
+
+def test_a_rerun_of_a_lookup_that_succeeded_is_ranked_not_forced(demo):
+    """A call the rules make with what the user gave is made (``choice`` returns it unscored); a call that
+    only repeats the last succeeded call of its API — the same arguments, plus at most values the user never
+    gave (its own results filled them) — is ranked against the other actions instead."""
+    from dialogue.execution.policy_learned import rerun
+
+    call = {"api": "q", "args": {"city": "Rome", "RequestType": "Check"}, "status": "ok"}
+    again = {"kind": "tool", "name": "q", "args": {"city": "rome ", "RequestType": "Check", "price": 5}}
+    assert rerun(again, {"calls": [call], "slots": {"city": "Rome"}})
+    assert not rerun(again, {"calls": [], "slots": {}})  # a first call
+    assert not rerun(again, {"calls": [{**call, "status": "error"}], "slots": {}})  # a failed call is re-checked
+    assert not rerun(again, {"calls": [call], "slots": {"price": 5}})  # the user gave a value it went without
+    assert not rerun({**again, "args": {"city": "Paris", "RequestType": "Check"}}, {"calls": [call], "slots": {}})
+    assert not rerun({**again, "args": {"city": "Rome", "RequestType": "Book"}}, {"calls": [call], "slots": {}})
+    assert not rerun({**again, "args": {"RequestType": "Check"}}, {"calls": [call], "slots": {}})  # a value dropped
+    assert not rerun({**again, "name": "other"}, {"calls": [call], "slots": {}})
+
+    wf = demo.workflows["book_table"]
+    interp, fr, reading, messages, rules = _state(wf, "A table at Casa Fiorella for 2 on 2026-12-23 at 19:00")
+    assert rules["kind"] == "tool"
+    policy = load_policy("auto").ungated()
+    calls = []
+    scores = policy.scores
+    policy.scores = lambda tf: (calls.append(1), scores(tf))[1]
+    try:
+        assert policy.choice(wf, interp, fr, reading, messages, rules, []) == (rules, 0) and not calls
+        done = {**fr, "calls": [{"api": rules["name"], "args": dict(rules["args"]), "status": "ok"}]}
+        policy.choice(wf, interp, done, reading, messages, rules, [])
+        assert calls  # the ranker was asked
+    finally:
+        del policy.scores

@@ -843,11 +843,12 @@ class LearnedPolicy:
         """The best-ranked candidate that was not rejected in this turn and that the controllers' checks of
         the proposal itself allow (the rules' proposal when none is), and how many better-ranked
         candidates those checks vetoed (the evaluation reports it).  The workflow keeps two decisions:
-        a call the rules make now is made (the user gave what it needs), and the reply just given is not
-        repeated while the rules move on.  Verified experience (``prerequisites``, ``dialogue.experience``)
+        a call the rules make now is made (the user gave what it needs; one that only re-runs a succeeded call,
+        ``rerun``, is ranked like any other step), and the reply just given is not repeated while the rules move
+        on.  Verified experience (``prerequisites``, ``dialogue.experience``)
         gates like the PDL: no call whose learned prerequisite has not succeeded, no question for a value
         such a prerequisite's result provides.  Pure: the policy is shared."""
-        if rules.get("kind") == "tool" and not any(same(rules, r) for r in rejected):
+        if rules.get("kind") == "tool" and not any(same(rules, r) for r in rejected) and not rerun(rules, frame):
             return rules, 0  # the workflow's call with what the user gave: run it (see ``candidates``)
         rules_rejected = any(same(rules, r) for r in rejected)
         if not rules_rejected and not self.familiar(wf, interp):
@@ -1013,6 +1014,22 @@ def _answer_leaves_collection(name: str, view: _View, executed: frozenset[str] |
     if collecting and collecting.isdisjoint(targets):
         return True  # the rules are collecting values: only another way of asking for one of them
     return bool(targets) and name in executed
+
+
+def rerun(rules: dict, frame: Frame | dict) -> bool:
+    """Whether the rules' call only repeats the last call of its API, which succeeded, with nothing the user
+    gave since: every argument is the last call's, or one that call went without which the user never gave (a
+    value its own results filled).  The rules re-run a lookup so when the user speaks after the flow ended; such
+    a call is not one the user gave what it needs for, so the ranker ranks it against the other actions (STAR
+    train, gold history: the logged agent made 43% of these 1,263 calls of the rules, 70% of their other 3,800)."""
+    mine = [c for c in frame.get("calls") or [] if c.get("api") == rules.get("name")]
+    if not mine or mine[-1].get("status", "ok") != "ok":
+        return False
+    last, slots, args = mine[-1].get("args") or {}, frame.get("slots") or {}, rules.get("args") or {}
+    if any(k not in args for k in last):
+        return False
+    return all((str(v).strip().lower() == str(last[k]).strip().lower()) if k in last else not _filled(slots, k)
+               for k, v in args.items())
 
 
 def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:
