@@ -143,6 +143,11 @@ def schema_errors(api: Api, args: Any) -> list[tuple[str, str]]:
         return [("", f"{api.name}: arguments must be an object, got {type(args).__name__}")]
     if _plainly_valid(_compiled(api.parameters)[2], args):
         return []
+    return _validator_errors(api, args)
+
+
+def _validator_errors(api: Api, args: dict) -> list[tuple[str, str]]:
+    """``schema_errors`` as the validator alone reads them (the one place their messages are worded)."""
     out = []
     for err in sorted(_validator(api.parameters).iter_errors(args), key=lambda e: list(e.absolute_path)):
         fld = _field_of(err)
