@@ -194,7 +194,7 @@ from bisect import bisect_right  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 
 from dialogue.execution.policy_learned import (_NO_API, _cwords, _filled, _messages_since_user,  # noqa: E402
-                                               _passed_over_answers, _answer_leaves_collection, _said,
+                                               _passed_over_answers, _said,
                                                _said_words, _since, _values, action_key, candidates, features,
                                                view_of)
 from workflows.text import last_user_text  # noqa: E402
@@ -369,9 +369,18 @@ def test_the_features_are_the_plain_loops_on_random_states():
     assert n > 2000  # (the states gave candidates of every kind to compare)
 
 
+def _answer_leaves_collection(name, view, executed, collecting):
+    """The gate's rule for one ANSWER, as written before the set form: while the rules collect values, an ANSWER
+    that asks for none of them; else one that collects values and ran before."""
+    targets = view.target_sets.get(name, frozenset())
+    if collecting and collecting.isdisjoint(targets):
+        return True
+    return bool(targets) and name in executed
+
+
 def test_the_passed_over_answers_are_those_the_rule_names():
-    """``_passed_over_answers``' set is, ANSWER by ANSWER, what ``_answer_leaves_collection`` and the reply just
-    given say (with and without a gate; the view's kept sets reused across turns)."""
+    """``_passed_over_answers``' set is, ANSWER by ANSWER, what the rule (``_answer_leaves_collection`` above) and
+    the reply just given say (with and without a gate; the view's kept sets reused across turns)."""
     import random
 
     rng = random.Random(4)

@@ -981,7 +981,7 @@ def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | lis
     if c.kind == "api":
         return bool(collecting & view.params.get(c.name, frozenset()))
     if c.kind == "answer":
-        return _answer_leaves_collection(c.name, view, executed, collecting)
+        return c.name in _passed_over_answers(view, frozenset(executed), None, collecting)
     # the rules are collecting values: only another way of asking for one of them
     return bool(collecting) and collecting.isdisjoint(c.missing)
 
@@ -989,10 +989,10 @@ def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | lis
 def _passed_over_answers(view: _View, done: frozenset[str], last: str | None,
                          collecting: set[str] | None) -> set[str]:
     """The ANSWERs ``passed_over`` passes over, by name (``collecting``: None without a gate): the reply just
-    given and, with a gate, those ``_answer_leaves_collection`` names — while the rules collect values, every
-    ANSWER that asks for none of them (the same for a workflow and a collection, so kept on the view), and an
-    ANSWER that collects values and ran before.  A set built from the view's sets instead of a test per ANSWER
-    and turn."""
+    given and, with a gate, those ``_leaves_collection`` leaves to the procedure — while the rules collect
+    values, every ANSWER that asks for none of them (the same for a workflow and a collection, so kept on the
+    view), and an ANSWER that collects values and ran before.  The one statement of that rule for ANSWERs, a
+    set built from the view's sets instead of a test per ANSWER and turn."""
     out = {last}
     if collecting is None:
         return out
@@ -1006,14 +1006,6 @@ def _passed_over_answers(view: _View, done: frozenset[str], last: str | None,
         out |= apart
     out |= view.collectors & done
     return out
-
-
-def _answer_leaves_collection(name: str, view: _View, executed: frozenset[str] | list[str], collecting: set[str]) -> bool:
-    """``_leaves_collection`` of the ANSWER ``name`` (read from its name alone)."""
-    targets = view.target_sets.get(name, frozenset())
-    if collecting and collecting.isdisjoint(targets):
-        return True  # the rules are collecting values: only another way of asking for one of them
-    return bool(targets) and name in executed
 
 
 def rerun(rules: dict, frame: Frame | dict) -> bool:
