@@ -487,3 +487,101 @@ def test_plainly_valid_arguments_are_those_the_validator_accepts():
             args = {n: rng.choice(values) for n in names if rng.random() < 0.7}
             assert bindings.schema_errors(api, args) == bindings._validator_errors(api, args), (api.parameters, args)
     assert plain_seen >= len(apis) // 2  # (most schemas take the plain form: the comparison covers it)
+
+
+
+def _numpy_matrix(vec, tf, probs, opinion=None):
+    """The Vectorizer's matrix as session 15 built it with numpy's slices (kept verbatim as the reference)."""
+    n, nc, nb, ni, width = len(tf.rows), TURN_AT, len(BASE_FEATURES), len(INTENT_FEATURES), vec.width
+    X = np.zeros((n, width), dtype=np.float32)
+    if not n:
+        return X
+    no = len(OPINION_FEATURES) if opinion is not None and vec._opinion_at >= 0 else 0
+    turn = tuple(tf.turn)
+    values, flat = [], []
+    put = values.extend
+    for r, (row, ts) in enumerate(zip(tf.rows, tf.toks)):
+        idx, gen, at = vec._plan(ts)
+        put(row)
+        if probs is not None:
+            g = probs[gen] if gen >= 0 else -1.0
+            if idx:
+                ps = [probs[i] for i in idx]
+                put((max(ps), sum(ps) / len(ps), min(ps), g, len(ps)))
+            else:
+                put((-1.0, -1.0, -1.0, g, 0.0))
+        else:
+            put((-1.0, -1.0, -1.0, -1.0, 0.0))
+        if no:
+            put(opinion[r])
+        if at:
+            base = r * width
+            flat.extend([base + j for j in at])
+    w = nc + ni + no
+    own = np.array(values, dtype=np.float32).reshape(n, w)
+    X[:, :nc] = own[:, :nc]
+    X[:, nc:nb] = turn
+    if no and vec._opinion_at == nb + ni:
+        X[:, nb:nb + ni + no] = own[:, nc:]
+    else:
+        X[:, nb:nb + ni] = own[:, nc:nc + ni]
+        if no:
+            X[:, vec._opinion_at:vec._opinion_at + no] = own[:, nc + ni:]
+    X.reshape(-1)[flat] = 1.0
+    return X
+
+
+def _same_matrix(got, want):
+    assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous and got.flags.writeable
+    assert got.tobytes() == want.tobytes()  # bit for bit (NaN and -0.0 included)
+
+
+def test_the_vectorizer_is_the_numpy_build_on_random_turns():
+    """The ``array('f')`` build gives numpy's matrix bit for bit: random rows of ints, floats that round in float32,
+    tiny, huge, -0.0, infinities and NaN; with and without the intent model and the opinion, the opinion's columns
+    after the intent's (the model file's order) or elsewhere; token columns known or not; no rows."""
+    rng = np.random.default_rng(11)
+    specials = [0, 1, -1, 99, True, 0.0, -0.0, 1e-45, 1e-40, 3.4e38, 1 / 3, 0.1, 2.0 ** -149, 1.0 + 2.0 ** -24,
+                1.0 + 3 * 2.0 ** -24, math.inf, -math.inf, math.nan, 16777217]
+    tokens = ["tok=ask", "tok=bye", "gen=x", "prev=bye", "tok=__api__", "tok=unknown"]
+
+    def number():
+        k = rng.integers(0, 4)
+        return (specials[rng.integers(0, len(specials))] if k == 0 else int(rng.integers(-50, 50)) if k == 1
+                else float(rng.normal(scale=10.0 ** rng.integers(-8, 8))))
+
+    for trial in range(200):
+        joined = trial % 3 != 0
+        names = BASE_FEATURES + INTENT_FEATURES + (OPINION_FEATURES if joined else []) + ["tok=ask", "tok=bye"]
+        names += ["prev=bye", "tok=__api__"] + ([] if joined else OPINION_FEATURES) + ["gen=x"]
+        vec = Vectorizer(names, ["tok=ask", "gen=x", "tok=bye", "tok=__api__"])
+        n = int(rng.integers(0, 15))
+        tf = TurnFeatures(rows=[[number() for _ in range(TURN_AT)] for _ in range(n)],
+                          toks=[tuple(rng.choice(tokens, size=rng.integers(0, 4)).tolist()) for _ in range(n)],
+                          intent=[], turn=[number() for _ in range(len(BASE_FEATURES) - TURN_AT)])
+        probs = None if trial % 5 == 0 else [float(x) for x in rng.random(4)]
+        opinion = None if trial % 7 == 0 else [tuple(number() for _ in OPINION_FEATURES) for _ in range(n)]
+        _same_matrix(vec(tf, probs, opinion), _numpy_matrix(vec, tf, probs, opinion))
+    # a row or an opinion of the wrong length is an error, not a shifted matrix
+    vec = Vectorizer(BASE_FEATURES + INTENT_FEATURES + OPINION_FEATURES, [])
+    turn = [0.0] * (len(BASE_FEATURES) - TURN_AT)
+    with pytest.raises(ValueError):
+        vec(TurnFeatures(rows=[[0.0] * (TURN_AT - 1)], toks=[()], intent=[], turn=turn), None, None)
+    with pytest.raises(ValueError):
+        vec(TurnFeatures(rows=[[0.0] * TURN_AT], toks=[()], intent=[], turn=turn), None, [(0.0,) * 5])
+
+
+def test_the_vectorizer_is_the_numpy_build_on_the_policys_turns():
+    """On the bundled model's turns (random states of the demo library): the same matrices, so the same scores."""
+    policy = load_policy("auto")
+    n = 0
+    for wf, interp, frame, reading, messages, rules in _random_states(5, 200):
+        tf = features(wf, interp, frame, reading, messages, candidates(wf, interp, frame, rules, messages))
+        op = policy._opinion
+        probs = policy.model.intent.vector(tf.intent)
+        opinion = op.features(inputs(*tf.state), tf.keys, tf.workflow_keys)
+        X = policy._vectorize(tf, probs, opinion)
+        _same_matrix(X, _numpy_matrix(policy._vectorize, tf, probs, opinion))
+        assert np.array_equal(policy._predict(X), policy.booster.predict(X, num_threads=1))
+        n += len(tf.rows)
+    assert n > 500

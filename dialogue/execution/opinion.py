@@ -188,7 +188,9 @@ class Reader:
             at = self.at
             rows = self.symbols[symbols] = [at[b][0] for b in symbols if b in at]
         if rows or rows_t:
-            z = np.asarray([1.0] * len(rows) + vals_t, dtype=np.float32) @ self.W[rows + rows_t]
+            # (the rows by ``take`` of an index array, as ``IntentModel.vector`` gathers: the same rows)
+            z = np.asarray([1.0] * len(rows) + vals_t, dtype=np.float32) @ self.W.take(
+                np.array(rows + rows_t, dtype=np.intp), axis=0)
             z += self.b
         else:
             z = self.b.copy()
