@@ -698,8 +698,8 @@ class Vectorizer:
         # converted once — repeated for the rows; each row's own base columns, then its intent and opinion
         # columns (adjacent in the model file's order: one assignment), converted by ``array('f')`` (each
         # Python number's double cast to float32, as ``np.array(..., dtype=np.float32)`` casts it: the same
-        # values); its token columns set to 1 (5-10 us a turn less in the eval).  The numpy version it replaces is the reference in
-        # ``tests/test_executor_cost.py``.
+        # values); its token columns set to 1 (5-10 us a scored turn less in the eval).  The numpy version it
+        # replaces is the reference in ``tests/test_executor_cost.py``.
         template = array("f", self._zeros)  # (a copy)
         template[nc:nb] = array("f", turn)
         buf = template * n
