@@ -139,13 +139,18 @@ class Gate(BaseModel):
     collect values nothing but another way of asking for one of them, no question the workflow already
     asked.  Why: whole sessions with simulated users
     dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
-    goals) and do not with the gate (README, "Next action on STAR")."""
+    goals) and do not with the gate (README, "Next action on STAR").  ``order`` (off unless the file sets it)
+    lets the ranker choose which of the pending call's values to ask first (``pending_collection``): +0.013
+    weighted F1 on STAR dev, but STAR sessions 0.472 -> 0.464 (docs/EXPERIMENTS.md, session 16)."""
 
     min_familiarity: float = Field(ge=0, le=1, description="abstain on a workflow less familiar than this")
     min_margin: float = Field(description="score(best) - score(rules' proposal) needed to override")
     precision: float = Field(ge=0, le=1, description="cross-fitted train: share of kept overrides that were right")
     rules_right: float = Field(ge=0, le=1, description="cross-fitted train: share where the rules' step was")
     overrides: float = Field(ge=0, le=1, description="cross-fitted train: share of turns overridden")
+    order: bool = Field(default=False, description=(
+        "while the rules ask a value, the ranker may ask instead any value the procedure still collects for the "
+        "same pending call (``pending_collection``); off: only another way of asking the rules' own"))
 
 
 class PolicyFile(BaseModel):
@@ -227,6 +232,7 @@ class _View:
     keys: tuple = ()  # every action's ``opinion.action_key`` (ANSWERs, API sites, the question, the OOW reply)
     collectors: frozenset = frozenset()  # the ANSWERs with targets
     apart: dict = field(default_factory=dict)  # values collected -> the ANSWERs asking for none of them
+    pending: dict = field(default_factory=dict)  # values asked -> what the procedure collects for their call
 
     def __post_init__(self) -> None:
         self.line_pos = {ln: i for i, ln in enumerate(self.sorted_lines)}
@@ -777,6 +783,8 @@ class LearnedPolicy:
         self._known = set(model.features)
         self._vectorize = Vectorizer(model.features, model.intent.targets if model.intent else [])
         self._familiar: dict[tuple[str, str], float] = {}  # per workflow (a cache: the policy is shared)
+        # a gated choice may ask the pending call's values in its own order (``Gate.order``, ``pending_collection``)
+        self.order = bool(model.gate and model.gate.order)
         # the classifier's tables, built with the booster (not in the first turn's cost)
         self._opinion = model.opinion.reader() if model.opinion is not None else None
 
@@ -873,12 +881,14 @@ class LearnedPolicy:
         values = _values(frame)
         asked = asked_slots(rules, view, values)
         collecting = set(asked) if gate and not rules_rejected else set()
+        # which of them to ask first: any value the procedure collects for the same pending call (``order``)
+        askable = pending_collection(view, collecting, values) if self.order and collecting else collecting
 
         done = frozenset(executed)
         last = executed[-1] if executed else None
 
         def passed_over(c: Candidate) -> bool:  # never the rules' proposal
-            return not c.is_rules and bool(gate and _leaves_collection(c, view, done, collecting)
+            return not c.is_rules and bool(gate and _leaves_collection(c, view, done, collecting, askable)
                                            or c.kind != "api" and c.name == last)
 
         # only what could be chosen is built and scored (the ranker's cost): a passed-over candidate — one
@@ -886,7 +896,7 @@ class LearnedPolicy:
         # — is never taken, and a row's score does not depend on the other rows (the number of candidates,
         # a turn feature, counts them all), so the order of the rest is the same
         cands, skipped = _candidates(wf, interp, frame, rules, messages, values,
-                                     _passed_over_answers(view, done, last, collecting if gate else None), set(asked))
+                                     _passed_over_answers(view, done, last, askable if gate else None), set(asked))
         # (an ANSWER that is not the rules' proposal is among ``cands`` only when ``_passed_over_answers`` let
         # it through, and ``passed_over`` reads the same of it: not asked again)
         eligible = [c for c in cands if c.kind == "answer" or not passed_over(c)]
@@ -980,7 +990,8 @@ def _predictor(booster) -> Callable[[Any], Any]:
     return predict
 
 
-def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | list[str], collecting: set[str]) -> bool:
+def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | list[str], collecting: set[str],
+                       askable: set[str] | None = None) -> bool:
     """Steps a gated ranker leaves to the procedure (``Gate``), where logged agents' habits cost a user's
     goal: while the rules collect values, anything but another way of asking for one of them (a call
     would run without them, another reply leaves the collection), and a question this workflow already
@@ -988,13 +999,41 @@ def _leaves_collection(c: Candidate, view: _View, executed: frozenset[str] | lis
     predicts logged agents better (1-in-10 STAR dev sample: weighted F1 0.596 against 0.558) but loses
     users' goals: STAR sessions 0.444 -> 0.392, fewer calls made (tool executions per gold call 0.76 -> 0.59)
     while the ranker replied instead of asking (FlowBench, demo and compliance unchanged); letting a reply
-    through only when the user's last message asks something: 0.567 on the sample, STAR sessions 0.438."""
+    through only when the user's last message asks something: 0.567 on the sample, STAR sessions 0.438.
+    ``askable`` (default ``collecting``): the values a question may ask instead (``pending_collection``); a
+    call is still held by what the rules ask now."""
     if c.kind == "api":
         return bool(collecting & view.params.get(c.name, frozenset()))
+    askable = collecting if askable is None else askable
     if c.kind == "answer":
-        return c.name in _passed_over_answers(view, frozenset(executed), None, collecting)
+        return c.name in _passed_over_answers(view, frozenset(executed), None, askable)
     # the rules are collecting values: only another way of asking for one of them
-    return bool(collecting) and collecting.isdisjoint(c.missing)
+    return bool(askable) and askable.isdisjoint(c.missing)
+
+
+def pending_collection(view: _View, asked: set[str], values: dict) -> set[str]:
+    """The values a gated ranker may ask for while the rules ask ``asked``: those still missing that the
+    procedure collects (an ANSWER's targets, on a line before the call) for the pending call — the first API
+    site in the procedure that takes every asked value.  The rules ask them one by one in the chart's order;
+    logged agents ask the same values in their own order (STAR's authentication questions), and any order
+    gathers the same arguments before the call runs (a call is still held by what the rules ask now).
+    ``asked`` itself when no site takes them all (nothing asked: nothing collected)."""
+    if not asked:
+        return set()
+    key = frozenset(asked)
+    cached = view.pending.get(key)
+    if cached is None:
+        site = next((s for s in sorted(view.sites, key=attrgetter("line"))
+                     if key <= view.params.get(s.name, frozenset())), None)
+        if site is None:
+            cached = key
+        else:
+            before = {t for a, ts in view.target_sets.items() if 0 < view.lines.get(a, 0) < site.line for t in ts}
+            cached = key | (view.params.get(site.name, frozenset()) & before)
+        if len(view.pending) > 256:  # (bounded: the collections a workflow asks for are few)
+            view.pending.clear()
+        view.pending[key] = cached
+    return set(asked) | {v for v in cached if (x := values.get(v)) is None or x == ""}
 
 
 def _passed_over_answers(view: _View, done: frozenset[str], last: str | None,
