@@ -35,6 +35,11 @@ switching configuration there, closed loop.
    splits' change turns and its feature carried into the pick's rows in two regimes (the turn's service left out
    of its fit, the turn's dialogue left out), the model written beside the switch model.
 
+6. The pick's share (``choose_blend``; ``--pick-blend-only``): the fitted pick kept, each share of
+   ``--pick-blends`` scored closed loop on train dialogues the pick's rows never read (``BLEND_LOOP``), the best
+   mean top-1 written as ``ranker.pick.blend`` (``reports/switch-train-blend``).  The folds of step 5 read every
+   search turn alike, with the gold previous workflow active; the closed loop reads the agent's own.
+
 Writes ``dialogue/understanding/switch_model.json`` (weights and the choice, no data text) and
 ``reports/switch-train/``, ``reports/switch-train-reviser/`` (report.md, metrics.json).  Dev splits are
 never read.
@@ -622,6 +627,63 @@ def _pick_report(out: Path, pick: dict, command: str) -> None:
                            "pick_accuracy_blend": held["pick_accuracy_blend"], "blend": pick["blend"],
                            "blend_unseen_services": folds["accuracy"]},
                **{k: v for k, v in pick.items() if k != "booster"}})
+
+
+# The closed-loop sample the pick's share is chosen on (``choose_blend``): train dialogues ``pick_samples`` never
+# reads (SGD train every 20th from the first, STAR train every 3rd from the third are the rows'), as session 15
+# measured the shares (docs/EXPERIMENTS.md).
+BLEND_LOOP = {"sgd": slice(10, None, 100), "star": slice(2, None, 6)}
+
+
+def blend_loop_sample(data: Path, cache: Path) -> dict:
+    """name -> (library, dialogues) of ``BLEND_LOOP``: held out from the pick's rows."""
+    loaded = {}
+    for name, split in SOURCES:
+        full, lib_dir = load_switch_dataset(name, data, split, None, cache, False, 1)
+        loaded[name] = (lib_dir, full[BLEND_LOOP[name]])
+    return loaded
+
+
+def choose_blend(data: Path, model_path: Path, blends: tuple[float, ...], cache: Path) -> dict[str, Any]:
+    """The pick's share of the booster (``Ranker.blend``) chosen closed loop on train: the model at ``model_path``
+    with each share of ``blends`` (its fitted pick kept) replayed on ``blend_loop_sample``, the agent's default
+    configuration otherwise; the best mean top-1 (ties: the smaller share) is written into the model with every
+    share's figures (``ranker.pick.blend_closed_loop``)."""
+    model = json.loads(Path(model_path).read_text(encoding="utf-8"))
+    pick = (model.get("ranker") or {}).get("pick")
+    if not pick or not pick.get("booster"):
+        raise typer.BadParameter(f"{model_path} holds no fitted pick to choose a share for")
+    loaded = blend_loop_sample(data, cache)
+    tmp = candidates_dir(cache, model_path)
+    results: dict[str, dict] = {}
+    for b in blends:
+        cand = tmp / f"blend-{b:g}.json"
+        cand.write_text(json.dumps({**model, "ranker": {**model["ranker"], "pick": {**pick, "blend": b}}}),
+                        encoding="utf-8")
+        results[f"{b:g}"] = closed_loop_on_train(loaded, cache, cand)
+        typer.echo(f"  closed loop (train) b {b:g}: mean top-1 {results[f'{b:g}']['top1_mean']:.4f}")
+    chosen = max(blends, key=lambda b: (round(results[f"{b:g}"]["top1_mean"], 4), -b))
+    record = {"chosen": chosen, "candidates": results,
+              "sample": {n: f"train, [{s.start}::{s.step}] ({len(loaded[n][1])} dialogues)" for n, s in BLEND_LOOP.items()}}
+    write_pick(model_path, {**pick, "blend": chosen, "blend_closed_loop": record})
+    return record
+
+
+def _blend_report(out: Path, record: dict, command: str) -> None:
+    from .report import Report
+
+    rep = Report(out, "Switch pick — the booster's share chosen closed loop on train")
+    rep.text(f"The fitted pick (reports/switch-train-pick) with each share b of its score, (1 - b) x linear + b x "
+             f"booster, replayed closed loop (the agent's own active workflow, stack and picks; the agent's default "
+             f"configuration) on train dialogues the pick's rows never read: SGD {record['sample']['sgd']}, STAR "
+             f"{record['sample']['star']}. Reproduce: `{command}`. Dev splits were not read. "
+             f"Chosen b = {record['chosen']:g} (best mean top-1; ties: the smaller share).")
+    rows = [[b, r["top1_mean"], *(r["per_dataset"][n][k] for n in ("sgd", "star") for k in ("top1", "map",
+                                                                                              "searches_per_turn"))]
+            for b, r in record["candidates"].items()]
+    rep.table("Closed loop on train by share", ["b", "mean top-1", "SGD top-1", "SGD MAP", "SGD searches/turn",
+                                                "STAR top-1", "STAR MAP", "STAR searches/turn"], rows)
+    rep.write({"summary": {"chosen": record["chosen"]}, **record})
 
 
 def write_pick(model_path: Path, pick: dict) -> None:
@@ -1406,6 +1468,10 @@ def train_command(
     pick_assoc: bool = typer.Option(True, help="Also fit the word association (evals.assoc_train) and give the pick "
                                                "its feature (the bundled model's, since session 13; "
                                                "reports/switch-train-pick)."),
+    pick_blend_only: bool = typer.Option(False, help="Only choose the fitted pick's share of the booster closed loop "
+                                                     "on train (reports/<out>-blend)."),
+    pick_blends: str = typer.Option("0.5,0.6", help="The shares --pick-blend-only compares (the bundled model's: "
+                                                    "0.5,0.6; larger ones lose the demo's gates, docs/EXPERIMENTS.md)."),
 ) -> None:
     """Fit the switch ranker on SGD/STAR train and choose the switching configuration closed loop."""
     from dialogue.understanding.ranker import MODEL_PATH
@@ -1416,6 +1482,13 @@ def train_command(
     path = Path(model) if model else MODEL_PATH
     reviser_only = reviser_only or reviser_thresholds_only or reviser_answer_only
     cache = Path(os.environ.get("FLOWDESK_EVAL_CACHE", ".flowdesk/eval"))
+    if pick_blend_only:
+        blends = tuple(float(b) for b in pick_blends.split(",") if b.strip())
+        record = choose_blend(data, path, blends, cache)
+        _blend_report(out.parent / f"{out.name}-blend", record,
+                      f"flowdesk train switch --pick-blend-only --pick-blends {pick_blends}")
+        typer.echo(f"pick share: b {record['chosen']:g} → {out.parent / f'{out.name}-blend' / 'report.md'}")
+        return
     if requests_only:
         r = train_requests(data, path, {"sgd": loop_every, "star": star_loop_every}, cache)
         _requests_report(out.parent / f"{out.name}-requests", r, f"flowdesk train switch --requests-only "

@@ -582,3 +582,45 @@ def test_cached_training_rows_are_keyed_by_the_code_that_made_them():
     assert _code_key({"a": 1}, one) == _code_key({"a": 1}, one)
     assert _code_key({"a": 1}, one) != _code_key({"a": 2}, one) != _code_key({"a": 1}, two)
     assert len({_code_key(m) for m in switch_train._understanding_modules()}) == len(switch_train._understanding_modules())
+
+
+def test_the_pick_share_is_chosen_closed_loop_on_train(tmp_path, monkeypatch):
+    """``choose_blend`` scores each share with the model's own pick (only the share changed) closed loop on the
+    held-out train sample and writes the best mean top-1 into the model, a tie going to the smaller share; the
+    rest of the model (its pick's booster, the linear weights) is kept."""
+    import json
+
+    from evals import switch_train
+
+    model = {"ranker": {"weights": {"is_active": 3.0}, "bias": 0.0,
+                        "pick": {"booster": "trees", "blend": 0.5, "den_sd_floor": 0.1}}}
+    path = tmp_path / "switch_model.json"
+    path.write_text(json.dumps(model), encoding="utf-8")
+    seen: list = []
+
+    def scored(loaded, cache, model_file, **over):
+        pick = json.loads(model_file.read_text(encoding="utf-8"))["ranker"]["pick"]
+        seen.append((pick["blend"], pick["booster"], over))
+        top1 = {0.5: 0.70, 0.6: 0.72, 0.7: 0.72, 1.0: 0.69}[pick["blend"]]
+        return {"per_dataset": {"sgd": {"top1": top1}, "star": {"top1": top1}}, "top1_mean": top1}
+
+    monkeypatch.setattr(switch_train, "closed_loop_on_train", scored)
+    monkeypatch.setattr(switch_train, "blend_loop_sample", lambda data, cache: {"sgd": ("lib", []), "star": ("lib", [])})
+    record = switch_train.choose_blend(tmp_path, path, (0.5, 0.7, 0.6, 1.0), tmp_path / "cache")
+    assert [b for b, *_ in seen] == [0.5, 0.7, 0.6, 1.0]
+    assert all(booster == "trees" and over == {} for _, booster, over in seen)  # the agent's default configuration
+    assert record["chosen"] == 0.6  # 0.6 and 0.7 tie: the smaller share
+    written = json.loads(path.read_text(encoding="utf-8"))["ranker"]
+    assert written["pick"]["blend"] == 0.6 and written["pick"]["booster"] == "trees"
+    assert written["pick"]["blend_closed_loop"]["candidates"]["1"]["top1_mean"] == 0.69
+    assert written["weights"] == {"is_active": 3.0}
+
+
+def test_the_share_is_chosen_on_train_dialogues_the_pick_rows_never_read():
+    """``BLEND_LOOP`` holds out every dialogue ``pick_samples`` reads (SGD's and STAR's)."""
+    from evals.switch_train import BLEND_LOOP, pick_samples
+
+    full = list(range(1000))
+    for name in ("sgd", "star"):
+        assert not set(full[BLEND_LOOP[name]]) & set(pick_samples(full, name, 20, 3))
+        assert full[BLEND_LOOP[name]]

@@ -19,7 +19,9 @@ detector stays on: there the evidence is an answer and the agent's question, not
 slot words, enum values and offers weigh differently than at a search.
 The pick model (``ranker.pick``: LightGBM lambdarank over ``PICK_FEATURES``, monotone in what the turn
 says of a candidate, ``flowdesk train switch --pick-only``), blended with the linear logits by a share
-chosen on folds of the training rows that leave services out, orders a SEARCH turn's candidates instead
+chosen closed loop on train dialogues its rows never read (``--pick-blend-only``; the folds of the training rows
+that leave services out read every search turn with the gold previous workflow active), orders a SEARCH turn's
+candidates instead
 (``Ranker.picker``; the bundled model has one).  It reads retrieval relative to the library (z-scores over the
 candidate rankings), never a cosine or a cosine difference: trees cut on those fitted to SGD/STAR's libraries
 misread a small desk's and FlowBench's.  The dense z-score divides by at least a floor fitted on train and
@@ -221,8 +223,9 @@ class Ranker:
     # The pick model (LightGBM lambdarank scores over ``FEATURES``; '' = the linear weights): the retriever's
     # order at a SEARCH turn (``picker``).  The belief's re-verification and the reviser keep the linear scores.
     booster: str = field(default="", repr=False)
-    # The booster's share of a pick's score, (1 - blend) * linear logit + blend * booster score: chosen on
-    # folds of the training rows that leave whole services out (the trees alone fit the services they saw).
+    # The booster's share of a pick's score, (1 - blend) * linear logit + blend * booster score: chosen closed
+    # loop on held-out train dialogues (``evals.switch_train.choose_blend``); the trees alone keep a small desk's
+    # active workflow against a digression the linear half's wider retrieval evidence hears (docs/EXPERIMENTS.md).
     blend: float = 1.0
     # The pick model's floor on the sd of the turn's dense scores (``den_z``), fitted on train and stored with
     # it (``evals.switch_train.den_sd_floor``): a small desk's few near-tied candidates spread less than nearly
