@@ -451,6 +451,35 @@ def test_the_pick_model_reads_retrieval_relative_to_the_library():
     assert row(1.0, 0.0, "refund_order")["den_z"] > row(1.0, 0.0, "track_order")["den_z"]
 
 
+
+def test_the_pick_model_reads_a_candidates_place_in_its_role():
+    """``ROLE_PLACE``: whether a candidate commits something (an irreversible API), whether its role also
+    holds workflows that do not, and whether the turn asks for information rather than requests an action —
+    read from the library's own flags, the same for any desk."""
+    from dialogue.understanding.ranker import PICK_FEATURES, ROLE_PLACE, evidence, features
+    from workflows.library import bundled_library_path, load_library
+
+    lib = load_library(bundled_library_path())
+    wfs = lib.workflows
+    assert set(ROLE_PLACE) <= set(PICK_FEATURES)
+    names = ["transfer_money", "check_balance", "track_order", "cancel_order"]
+
+    def row(text: str, name: str) -> dict[str, float]:
+        return features(name, evidence(text, "", [(n, 1.0) for n in names]), lib, None, [])
+
+    for name in names:
+        f = row("how much is in my savings?", name)
+        assert f["commits"] == float(any(a.irreversible for a in wfs[name].apis))
+        kinds = {any(a.irreversible for a in w.apis) for w in lib.workflows_of(wfs[name].role)}
+        assert f["role_mixed"] == float(len(kinds) == 2)
+    assert row("how much is in my savings?", "transfer_money")["commits"] == 1.0
+    assert row("how much is in my savings?", "check_balance")["commits"] == 0.0
+    assert row("how much is in my savings?", "check_balance")["role_mixed"] == 1.0
+    assert row("how much is in my savings?", "check_balance")["turn_asks"] == 1.0
+    # a request put as a question is still a request
+    assert row("can you move 50 euros to my checking?", "transfer_money")["turn_asks"] == 0.0
+    assert row("I need to send money to my checking account", "transfer_money")["turn_asks"] == 0.0
+
 def test_the_dense_z_score_divides_by_at_least_the_floor_fitted_on_train():
     """``den_z`` divides by the larger of the turn's dense sd and the model's floor (a high quantile of the train
     turns' sd, ``evals.switch_train.den_sd_floor``, stored as ``ranker.pick.den_sd_floor``): a small desk's few

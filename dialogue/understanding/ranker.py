@@ -45,8 +45,8 @@ from typing import Any, Sequence
 from workflows.text import content_words, stemmed
 
 from .assoc import ASSOC, candidate_features, load_assoc
-from .features import (OFFER_CLAUSE, _WORD, _mentions, _slot_values, _spread, _z, lexical_features, name_words,
-                       names_task, verb_groups)
+from .features import (OFFER_CLAUSE, QUESTION, REQUEST, _WORD, _mentions, _slot_values, _spread, _z,
+                       lexical_features, name_words, names_task, verb_groups)
 
 MODEL_PATH = Path(__file__).with_name("switch_model.json")
 DEPTH = 10  # candidates taken from each ranking
@@ -67,15 +67,24 @@ RELATIVE = ("den_z", "lex_z")
 # description and task name hold (``desc_share``), and with its slots' names and descriptions (``vocab_share``);
 # it separates near-duplicate tasks of one domain (search vs reserve) that a whole-workflow embedding blurs.
 OWN_WORDS = ("desc_share", "vocab_share")
+# Pick-model evidence of a candidate's place in its role: does it commit something (an irreversible API — a
+# booking, a purchase, a transfer), does its role also hold workflows that do not (a search or a check that
+# comes before a commitment), and does the turn ask for information rather than request an action.  A request
+# that enters a role rarely opens with the commitment: on SGD train, four in five first requests into a role
+# holding both kinds go to the one that commits nothing (six in seven of those asked as a question), while
+# the retrieval and word evidence of "I need a rental car" or "how much is in my savings?" barely tells the
+# search from the reservation, the balance from the transfer.  The trees learn how far that prior goes.
+ROLE_PLACE = ("commits", "role_mixed", "turn_asks")
 # The columns of a training row (``evals.switch_train.training_rows``): the features, and the spread of the
 # turn's dense scores, from which the pick model's sd floor is fitted (``Ranker.den_floor``).
 # The learned word association's score relative to the turn's candidates (``dialogue.understanding.assoc``):
 # ``features`` leaves them at 0, ``Ranker.scores`` fills them for a pick model that reads them (fitted with
 # ``--pick-assoc``, the rows' feature carried in as ``evals.assoc_train.assoc_for_pick`` does).
-ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS + ASSOC
+ROW_FEATURES = FEATURES + RELATIVE + ("den_sd",) + OWN_WORDS + ASSOC + ROLE_PLACE
 # The pick model's columns: every feature but the cosine and its margin, plus the relative ones (the association's
 # only in a pick fitted with it: ``evals.switch_train.fit_pick`` leaves out columns the rows never fill).
-PICK_FEATURES = tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS + ASSOC
+PICK_FEATURES = (tuple(k for k in FEATURES if k not in ("den_raw", "den_margin")) + RELATIVE + OWN_WORDS + ASSOC
+                 + ROLE_PLACE)
 
 
 @dataclass(frozen=True)
@@ -193,12 +202,20 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     agent_hits = sum(1 for w in words if _mentions(w, agent_tokens)) if agent_tokens else 0
     f["agent_slot_hit"] = float(agent_hits > 0)
     f["agent_slot_share"] = agent_hits / len(words) if words else 0.0
+    f["commits"] = float(_commits(wf))
+    f["role_mixed"] = float(len({_commits(w) for w in library.workflows_of(wf.role)}) > 1)
+    f["turn_asks"] = float(bool(QUESTION.search(ev.text)) and not REQUEST.search(ev.text))
     said_words = stemmed(content_words(ev.text))
     if said_words:
         desc, vocab = _own_words(wf.description, name, tuple((s.name, s.description) for s in wf.slots))
         f["desc_share"] = len(said_words & desc) / len(said_words)
         f["vocab_share"] = len(said_words & vocab) / len(said_words)
     return {k: f.get(k, 0.0) for k in ROW_FEATURES}
+
+
+def _commits(wf) -> bool:
+    """Does the workflow commit something (an irreversible API)?"""
+    return any(api.irreversible for api in wf.apis)
 
 
 def candidates(ev: Evidence, extra: Sequence[str] = ()) -> list[str]:
