@@ -23,7 +23,7 @@ ASKS = {
 
 
 def _library():
-    wfs = {n: SimpleNamespace(name=n, description=d, role=n, domain=dom,
+    wfs = {n: SimpleNamespace(name=n, description=d, role=n, domain=dom, apis=[],
                               slots=[SimpleNamespace(name=s, description=t, enum=None) for s, t in slots])
            for n, (d, slots, dom) in WORKFLOWS.items()}
     return SimpleNamespace(workflows=wfs)

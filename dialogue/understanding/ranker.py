@@ -203,7 +203,7 @@ def features(name: str, ev: Evidence, library, active: str | None, seen: Sequenc
     f["agent_slot_hit"] = float(agent_hits > 0)
     f["agent_slot_share"] = agent_hits / len(words) if words else 0.0
     f["commits"] = float(_commits(wf))
-    f["role_mixed"] = float(len({_commits(w) for w in library.workflows_of(wf.role)}) > 1)
+    f["role_mixed"] = float(len({_commits(w) for w in wfs.values() if w.role == wf.role}) > 1)
     f["turn_asks"] = float(bool(QUESTION.search(ev.text)) and not REQUEST.search(ev.text))
     said_words = stemmed(content_words(ev.text))
     if said_words:
