@@ -10,7 +10,9 @@ Its features name no service, task or dataset, so the weights carry to unseen li
   used earlier, an unused role of a domain already used (near-duplicate services);
 - what the turn says about the candidate: its intent verb group (find / transact / play) matches or
   clashes, the turn names its task, mentions its enum values or slot words, accepts an offer whose
-  verb fits it; the agent's last message mentions its slot words.
+  verb fits it; the agent's last message mentions its slot words;
+- the candidate's place in its role (pick model only, ``ROLE_PLACE``): does it commit something (an
+  irreversible API), does its role also hold workflows that do not, does the turn ask rather than request.
 
 The weights are a logistic regression fitted on the training splits only (SGD train, STAR train) by
 ``flowdesk train switch``; ``switch_model.json`` beside this module holds them (weights, no data).
@@ -71,7 +73,7 @@ OWN_WORDS = ("desc_share", "vocab_share")
 # booking, a purchase, a transfer), does its role also hold workflows that do not (a search or a check that
 # comes before a commitment), and does the turn ask for information rather than request an action.  A request
 # that enters a role rarely opens with the commitment: on SGD train, four in five first requests into a role
-# holding both kinds go to the one that commits nothing (six in seven of those asked as a question), while
+# holding both kinds go to the one that commits nothing (nine in ten of those asked as a question), while
 # the retrieval and word evidence of "I need a rental car" or "how much is in my savings?" barely tells the
 # search from the reservation, the balance from the transfer.  The trees learn how far that prior goes.
 ROLE_PLACE = ("commits", "role_mixed", "turn_asks")
