@@ -534,7 +534,9 @@ def test_a_volunteered_name_needs_the_asked_value_and_one_free_text_slot_missing
 
     assert named("30 and Mark", {"customer_name": "Ann"}, ["party_size"]) is None  # given already: no change
     assert named("Mark", {}, ["party_size"]) is None  # the asked value is not in the message
-    assert named("30 and Mark", {}, []) is None  # nothing asked
+    assert named("Mark", {}, []) is None  # nothing asked, no value given
+    assert named("Can you book a table for me? Sure, Lucca, also that would be Mark", {}, []) == "Mark"
+    assert named("Can you book a table for me? Lucca. Mark", {}, []) is None
     place = Workflow.model_validate({**BOOK.model_dump(), "slots": [
         *BOOK.model_dump()["slots"], {"name": "pickup", "description": "Pickup location"}]})
     assert named("30 and Mark", {}, ["party_size"], place) is None  # "Mark" may be the place

@@ -812,9 +812,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             break
     # the asked-for string slot takes the reply itself (minus filler) unless it is a question
     open_slots = [n for n in pending if n not in out.values]
-    if pending and not open_slots and missing and not out.is_question and "?" not in message:
-        # every asked value is read from its own words: a name said beside them ("30 and Mark.") is the
-        # value of the one free-text slot still missing
+    if (pending or out.values) and not open_slots and missing:
+        # every asked value (if any) is read from its own words, and the message gives values: a name
+        # said beside them ("30 and Mark.") is the value of the one free-text slot still missing
         if hit := volunteered_name(rest(), message, workflow, kinds,
                                    [n for n in missing if n not in out.values and n not in pending]):
             out.set(*hit, 0.6)
@@ -855,13 +855,14 @@ _PLACED = re.compile(r"\b(?:to|at|from|in|on|for|into|via|near|by|with)\s*$", re
 
 def volunteered_name(text: str, message: str, workflow: Workflow, kinds: dict[str, str],
                      missing: list[str]) -> tuple[str, str] | None:
-    """``(slot, name)`` for a name the user adds, unasked, beside the values they were asked for
-    ("Party Size: 30 and Mark.", "7 pm, also it's Ann Lee"): ``text`` is the message with the values
-    already read blanked out.  Only when one free-text slot is still missing and it holds a person's
-    name (any other free-text slot could take the same words: a place, a reason), and the message has
-    one clause left that is a name as written — capitalised words, not at a sentence's start when
-    it is one word (sentence case is no name: "30. Cheers"), no filler or slot label, no enum option,
-    and not placed by a preposition ("to Union Station")."""
+    """``(slot, name)`` for a name the user adds, unasked, beside the values they give ("Party Size: 30
+    and Mark.", "7 pm, also it's Ann Lee", "Can you book a table? Sure, Lucca, also that would be Mark"):
+    ``text`` is the message with the values already read blanked out.  Only when one free-text slot is
+    still missing and it holds a person's name (any other free-text slot could take the same words: a
+    place, a reason), and exactly one clause of the message, not one a value was read from, is a name as
+    written — capitalised words, not one word at a sentence's start (sentence case is no name: "30.
+    Cheers"), no filler or slot label, no enum option, not placed by a preposition ("to Union Station"),
+    not in a question ("30 and Mark?")."""
     free = [n for n in missing if kinds.get(n) in ("string", "person")]
     if len(free) != 1 or kinds[free[0]] != "person" or CORRECTION.search(message):
         return None
@@ -874,22 +875,23 @@ def volunteered_name(text: str, message: str, workflow: Workflow, kinds: dict[st
         if "\0" in marked[a:b]:
             continue  # the clause of a value already read ("We're six", "Party Size: 30")
         value = clean_free_text(marked[a:b])
-        toks = _tokens(value)
-        if not toks or all(t in _FILLER_WORDS or t in labels for t in toks):
-            continue  # filler, or a slot's label
-        names.append((value, message.find(value, a)))
+        at = message.find(value, a) if value else -1
+        if at < 0 or not re.fullmatch(rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}}", value):
+            continue
+        words = value.split()
+        low = [w.lower() for w in words]
+        before = message[:at].rstrip()
+        if (not before or before[-1] in ".!?") and len(words) == 1:
+            continue  # one word in sentence case ("30. Cheers")
+        if low[0] in _NOT_NAMES or any(w in _FILLER_WORDS or w in labels or w in WEEKDAYS + MONTHS for w in low) \
+                or _PLACED.search(message[:at]) or (options and match_enum(value, options, whole=True)):
+            continue
+        if re.match(r"[^.!?]*\?", message[at:]):
+            continue  # said in a question ("30 and Mark?")
+        names.append(value)
     if len(names) != 1:
         return None
-    value, at = names[0]
-    words = value.split()
-    initial = not message[:at].strip() or message[:at].rstrip()[-1] in ".!?"
-    if not re.fullmatch(rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}}", value) or (initial and len(words) == 1) \
-            or _PLACED.search(message[:at]):
-        return None
-    low = [w.lower() for w in words]
-    if low[0] in _NOT_NAMES or any(w in _FILLER_WORDS or w in labels or w in WEEKDAYS + MONTHS for w in low) \
-            or (options and match_enum(value, options, whole=True)):
-        return None
+    value = names[0]
     return free[0], value
 
 
