@@ -181,6 +181,10 @@ def _intent_model(turns: list[TurnRows], vocab: list[str], min_tasks: int):
 # than not: dev wF1 0.531 against 0.557 at 0.10 (1-in-10 sample), with the same sessions on FlowBench, the demo
 # and a STAR sample; what protects a user's goal is the familiarity gate and ``_leaves_collection``.
 GATE_RULES_RIGHT = 0.1
+# ``Gate.order`` in the files trained here: the gated ranker may ask the pending call's values in its own order.
+# On since session 17, once the slot reader keeps a name the user volunteers beside the asked values (STAR dev
+# sample 0.602 -> 0.613, STAR sessions 0.476 -> 0.475 with the reader's fix, main 0.473; docs/EXPERIMENTS.md).
+GATE_ORDER = True
 
 
 def _answer_tokens(turns: list[TurnRows]) -> dict[str, dict[str, list[str]]]:
@@ -194,7 +198,8 @@ def _answer_tokens(turns: list[TurnRows]) -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def calibrate(turns: list[TurnRows], scores: list, min_tasks: int, rules_right: float = GATE_RULES_RIGHT):
+def calibrate(turns: list[TurnRows], scores: list, min_tasks: int, rules_right: float = GATE_RULES_RIGHT,
+              order: bool = GATE_ORDER):
     """The ``Gate`` from training turns and their cross-fitted scores (each from a ranker that did not see
     the turn's dialogue).  Familiarity: every training task, with the vocabulary rebuilt from the other
     tasks (as a new task meets it), must pass.  Margin: the smallest score margin over the rules' proposal
@@ -229,7 +234,7 @@ def calibrate(turns: list[TurnRows], scores: list, min_tasks: int, rules_right: 
     return Gate(min_familiarity=round(min(fam, default=0.0), 4),
                 min_margin=round(min_margin, 6) if min_margin < math.inf else 1e9,
                 precision=round(prec, 4), rules_right=round(kept_rules, 4),
-                overrides=round(sum(r[0] >= min_margin for r in rows) / max(len(turns), 1), 4))
+                overrides=round(sum(r[0] >= min_margin for r in rows) / max(len(turns), 1), 4), order=order)
 
 
 def _round(a) -> list:
@@ -237,13 +242,14 @@ def _round(a) -> list:
 
 
 def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, min_tasks: int = MIN_TASKS,
-        folds: int = 2, gate: bool = True, opinion: bool = True):
+        folds: int = 2, gate: bool = True, opinion: bool = True, order: bool = GATE_ORDER):
     """A ``LearnedPolicy`` trained on ``turns`` (those with a gold candidate).  The intent model's
     probabilities the ranker learns from are cross-fitted (each fold's from a model that did not see its
     dialogues), so the ranker trusts them as much as they deserve on new dialogues.  With ``gate`` the
     ranker is also cross-fitted the same way and its held-out scores calibrate the ``Gate`` (``calibrate``).
     With ``opinion`` the ranker also reads a text classifier's probability of each candidate's action
-    (``evals/train_opinion.py``: cross-fitted for the training rows, fitted on all of ``turns`` for the file)."""
+    (``evals/train_opinion.py``: cross-fitted for the training rows, fitted on all of ``turns`` for the file).
+    ``order``: the Gate's ``order`` (``GATE_ORDER``)."""
     import lightgbm as lgb
     import numpy as np
 
@@ -304,7 +310,7 @@ def fit(turns: list[TurnRows], rounds: int = ROUNDS, info: dict | None = None, m
             for i in held:
                 scores[i] = part.predict(X[starts[i]:starts[i] + groups[i]], num_threads=1)
         kept = [(t, sc) for t, sc in zip(used, scores) if sc is not None]
-        the_gate = calibrate([t for t, _ in kept], [sc for _, sc in kept], min_tasks)
+        the_gate = calibrate([t for t, _ in kept], [sc for _, sc in kept], min_tasks, order=order)
     meta = dict(info or {})
     meta.update({"turns": len(used), "tasks": sorted({t.task for t in used}),
                  "dialogues": len({t.dialogue for t in used}), "rounds": rounds, "min_tasks": min_tasks,
@@ -335,6 +341,8 @@ def train_command(
     rounds: int = typer.Option(ROUNDS, "--rounds", help="Boosting rounds."),
     opinion: bool = typer.Option(True, "--opinion/--no-opinion", help="The ranker also reads a text classifier's "
                                  "probability of each candidate (stored in the model file)."),
+    gate_order: bool = typer.Option(GATE_ORDER, "--gate-order/--no-gate-order", help="The gate lets the ranker "
+                                    "ask the pending call's values in its own order (Gate.order)."),
 ) -> None:
     """Train the learned executor policy (a LightGBM ranker over the workflow's allowed actions)."""
     from evals.next_action import checked_star_args
@@ -349,7 +357,7 @@ def train_command(
         left_out = (left_out - {"zero-shot"}) | set(ZERO_SHOT_TASKS)
     turns = [t for t in ex.turns if t.task not in left_out]
     policy = fit(turns, rounds, {"dataset": dataset, "split": split, "every": every, "excluded": sorted(left_out)},
-                 opinion=opinion)
+                 opinion=opinion, order=gate_order)
     path = policy.save(out)
     meta = policy.model.trained_on
     typer.echo(f"{path}: {meta['turns']} turns of {meta['dialogues']} dialogues, {len(meta['tasks'])} tasks, "

@@ -61,12 +61,18 @@ def test_a_question_of_the_same_call_is_allowed_a_later_one_and_the_call_are_not
     assert _leaves_collection(book, view, [], collecting, askable)  # no call before its values
 
 
-def test_the_order_is_the_gates_and_off_by_default(tmp_path):
-    """``Gate.order`` (off in the bundled model and in older files) is what widens the collection; a model file
-    with it set turns it on, and a copy without a gate never has it."""
+def test_the_order_is_the_gates_on_in_the_bundled_model_off_in_older_files(tmp_path):
+    """``Gate.order`` (on in the bundled model and in files trained since session 17, off in older files) is what
+    widens the collection; a model file without it is off, and a copy without a gate never has it."""
+    from evals.train_executor import GATE_ORDER
+
     base = load_policy("auto")
-    assert isinstance(base, LearnedPolicy) and base.model.gate is not None and not base.order
-    on = base.model.model_copy(update={"gate": base.model.gate.model_copy(update={"order": True})})
+    assert isinstance(base, LearnedPolicy) and base.model.gate is not None and base.order and GATE_ORDER
+    off = base.model.model_copy(update={"gate": base.model.gate.model_copy(update={"order": False})})
+    raw = LearnedPolicy(off, "off").save(tmp_path / "older.json")
+    raw.write_text(raw.read_text().replace(',"order":false', ""))  # a file written before Gate.order
+    assert not load_policy(f"learned:{raw}").order
+    on = base.model
     path = LearnedPolicy(on, "on").save(tmp_path / "order.json")
     assert load_policy(f"learned:{path}").order
     assert not LearnedPolicy(on, "on").ungated().order

@@ -488,3 +488,56 @@ def test_a_value_the_user_sets_a_slot_to_is_that_slots():
 
 def test_text_me_is_a_text_message():
     assert match_enum("just text me", ["email", "sms"])[0] == "sms"
+
+
+# A booking whose only free-text slot is the customer's name: a name said beside the asked value is kept
+BOOK = Workflow.model_validate({
+    "name": "table", "description": "Book a table.", "domain": "dining", "role": "host",
+    "slots": [{"name": "restaurant", "type": "enum", "enum": ["Cactus Club", "Tamarind", "Lucca", "The Porch"]},
+              {"name": "time", "type": "enum", "enum": ["6 pm", "7 pm", "8 pm"]},
+              {"name": "party_size", "type": "integer", "description": "Party Size"},
+              {"name": "customer_name", "description": "Customer Name"}]})
+
+
+@pytest.mark.parametrize("msg,asked,value", [
+    ("Party Size: 30 and Mark.", "party_size", "Mark"),
+    ("30 and Mark", "party_size", "Mark"),
+    ("the party size is 30; Mark Jones", "party_size", "Mark Jones"),
+    ("Sure, 30, also that would be Mark.", "party_size", "Mark"),
+    ("We're six. Ann Lee", "party_size", "Ann Lee"),
+    ("Tamarind, and it's Zoë", "restaurant", "Zoë"),
+    ("7 pm plus Ada", "time", "Ada"),
+])
+def test_a_name_volunteered_beside_the_asked_value_is_kept(msg, asked, value):
+    from dialogue.understanding.slots import slot_commands
+
+    cmds, _ = slot_commands(msg, BOOK, {"slots": {}}, [asked], 3)
+    assert {c.slot: c.value for c in cmds}.get("customer_name") == value
+    assert asked in {c.slot for c in cmds}
+
+
+@pytest.mark.parametrize("msg", ["30 please", "30 and thanks", "30 and Thanks!", "30. Cheers", "30 and make it quick",
+                                 "30, to Union Station", "30 on Friday", "30, Mark, Tom", "Sorry, 30 and Mark",
+                                 "30 and Mark?", "30. Is there parking?", "30 and Lucca"])
+def test_no_name_is_read_from_other_words_beside_the_asked_value(msg):
+    from dialogue.understanding.slots import slot_commands
+
+    cmds, _ = slot_commands(msg, BOOK, {"slots": {}}, ["party_size"], 3)
+    assert "customer_name" not in {c.slot for c in cmds}
+
+
+def test_a_volunteered_name_needs_the_asked_value_and_one_free_text_slot_missing():
+    from dialogue.understanding.slots import slot_commands
+
+    def named(msg, frame, asked, wf=BOOK):
+        return {c.slot: c.value for c in slot_commands(msg, wf, {"slots": frame}, asked, 3)[0]}.get("customer_name")
+
+    assert named("30 and Mark", {"customer_name": "Ann"}, ["party_size"]) is None  # given already: no change
+    assert named("Mark", {}, ["party_size"]) is None  # the asked value is not in the message
+    assert named("Mark", {}, []) is None  # nothing asked, no value given
+    assert named("Can you book a table for me? Sure, Lucca, also that would be Mark", {}, []) == "Mark"
+    assert named("Can you book a table for me? Lucca. Mark", {}, []) is None
+    place = Workflow.model_validate({**BOOK.model_dump(), "slots": [
+        *BOOK.model_dump()["slots"], {"name": "pickup", "description": "Pickup location"}]})
+    assert named("30 and Mark", {}, ["party_size"], place) is None  # "Mark" may be the place
+    assert named("30 and Mark", {"pickup": "Union Station"}, ["party_size"], place) == "Mark"

@@ -139,9 +139,11 @@ class Gate(BaseModel):
     collect values nothing but another way of asking for one of them, no question the workflow already
     asked.  Why: whole sessions with simulated users
     dropped with the ungated ranker (its early calls and re-ordered questions lost FlowBench and STAR
-    goals) and do not with the gate (README, "Next action on STAR").  ``order`` (off unless the file sets it)
-    lets the ranker choose which of the pending call's values to ask first (``pending_collection``): +0.013
-    weighted F1 on STAR dev, but STAR sessions 0.472 -> 0.464 (docs/EXPERIMENTS.md, session 16)."""
+    goals) and do not with the gate (README, "Next action on STAR").  ``order`` (off unless the file sets it; on
+    in the bundled model and in files trained since session 17, ``evals.train_executor.GATE_ORDER``) lets the
+    ranker choose which of the pending call's values to ask first (``pending_collection``): +0.013 weighted F1
+    on STAR dev; STAR sessions 0.472 -> 0.464 in session 16, held (0.473 -> 0.475) once the slot reader keeps
+    a name the user volunteers beside the asked values (``slots.volunteered_name``; docs/EXPERIMENTS.md)."""
 
     min_familiarity: float = Field(ge=0, le=1, description="abstain on a workflow less familiar than this")
     min_margin: float = Field(description="score(best) - score(rules' proposal) needed to override")

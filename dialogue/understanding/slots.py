@@ -669,8 +669,11 @@ def find_amount(text: str) -> tuple[int | float, tuple[int, int]] | None:
 
 
 def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = None,
-               last_items: list[Any] | None = None, today: dt.date | None = None) -> Filled:
-    """Slot values found in ``message``; ``pending`` are the slots the agent just asked for."""
+               last_items: list[Any] | None = None, today: dt.date | None = None,
+               missing: list[str] | None = None) -> Filled:
+    """Slot values found in ``message``; ``pending`` are the slots the agent just asked for; ``missing``
+    (when known) the slots the conversation has no value for yet — a name the user volunteers beside
+    the asked values may fill the only free-text one among them (``volunteered_name``)."""
     pending = [p for p in (pending or []) if workflow.slot(p)]
     out = Filled(yesno=yes_no(message), is_question=bool(QUESTION.search(message.strip())))
     text = message
@@ -809,6 +812,12 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             break
     # the asked-for string slot takes the reply itself (minus filler) unless it is a question
     open_slots = [n for n in pending if n not in out.values]
+    if (pending or out.values) and not open_slots and missing:
+        # every asked value (if any) is read from its own words, and the message gives values: a name
+        # said beside them ("30 and Mark.") is the value of the one free-text slot still missing
+        if hit := volunteered_name(rest(), message, workflow, kinds,
+                                   [n for n in missing if n not in out.values and n not in pending]):
+            out.set(*hit, 0.6)
     plain = not out.is_question and "?" not in message and not CORRECTION.search(message)
     if len(open_slots) > 1 and plain and all(kinds[n] in ("string", "person") for n in open_slots):
         # several values asked in one question, answered in its order without labels ("It's ajb, and
@@ -838,6 +847,52 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         if value and (out.yesno is None or used) and fits_slot(value, name, fits, whole=kind == "id"):
             out.set(name, value, 0.6)
     return out
+
+
+_CLAUSE_END = re.compile(r"\s*[;,.!]+\s*(?:(?:and|also|plus)\s+)*|\s+(?:(?:and|also|plus)\s+)+", re.I)
+_PLACED = re.compile(r"\b(?:to|at|from|in|on|for|into|via|near|by|with)\s*$", re.I)
+
+
+def volunteered_name(text: str, message: str, workflow: Workflow, kinds: dict[str, str],
+                     missing: list[str]) -> tuple[str, str] | None:
+    """``(slot, name)`` for a name the user adds, unasked, beside the values they give ("Party Size: 30
+    and Mark.", "7 pm, also it's Ann Lee", "Can you book a table? Sure, Lucca, also that would be Mark"):
+    ``text`` is the message with the values already read blanked out.  Only when one free-text slot is
+    still missing and it holds a person's name (any other free-text slot could take the same words: a
+    place, a reason), and exactly one clause of the message, not one a value was read from, is a name as
+    written — capitalised words, not one word at a sentence's start (sentence case is no name: "30.
+    Cheers"), no filler or slot label, no enum option, not placed by a preposition ("to Union Station"),
+    not in a question ("30 and Mark?")."""
+    free = [n for n in missing if kinds.get(n) in ("string", "person")]
+    if len(free) != 1 or kinds[free[0]] != "person" or CORRECTION.search(message):
+        return None
+    options = [o for s in workflow.slots if s.enum for o in s.enum]
+    labels = set().union(*(label_words(s) for s in workflow.slots))
+    names = []
+    marked = "".join("\0" if t != m else t for t, m in zip(text, message))  # the values read: \0
+    cuts = [0, *(x for m in _CLAUSE_END.finditer(marked) for x in m.span()), len(marked)]
+    for a, b in zip(cuts[::2], cuts[1::2]):
+        if "\0" in marked[a:b]:
+            continue  # the clause of a value already read ("We're six", "Party Size: 30")
+        value = clean_free_text(marked[a:b])
+        at = message.find(value, a) if value else -1
+        if at < 0 or not re.fullmatch(rf"{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}}", value):
+            continue
+        words = value.split()
+        low = [w.lower() for w in words]
+        before = message[:at].rstrip()
+        if (not before or before[-1] in ".!?") and len(words) == 1:
+            continue  # one word in sentence case ("30. Cheers")
+        if low[0] in _NOT_NAMES or any(w in _FILLER_WORDS or w in labels or w in WEEKDAYS + MONTHS for w in low) \
+                or _PLACED.search(message[:at]) or (options and match_enum(value, options, whole=True)):
+            continue
+        if re.match(r"[^.!?]*\?", message[at:]):
+            continue  # said in a question ("30 and Mark?")
+        names.append(value)
+    if len(names) != 1:
+        return None
+    value = names[0]
+    return free[0], value
 
 
 def fits_slot(value: Any, slot: str, fits: dict[str, SlotFit], *, whole: bool = True) -> bool:
@@ -1101,8 +1156,9 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
     from ..commands import CorrectSlot, SetSlot
 
     pending = [] if skip_free_text else asked
-    found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame), today=today)
     slots = frame.get("slots") or {}
+    found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame), today=today,
+                       missing=[s.name for s in workflow.slots if slots.get(s.name) in (None, "")])
     if pending and CORRECTION.search(message) and not any(n in found.values for n in pending):
         # "oh actually we're 4 now" while the name is asked: the correction is of a value already given,
         # read as if nothing were asked (an unlabelled number may then be that value)
