@@ -11,7 +11,7 @@ export LANGGRAPH_NO_VERSION_CHECK := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test test-fast test-faults index evals train bench clean executor-model
+.PHONY: install run test test-fast test-faults index evals train train-pick bench clean executor-model
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -76,6 +76,14 @@ evals: $(STAMP)
 train: $(STAMP)
 	$(BIN)/flowdesk train switch --data $(DATA) --out reports/switch-train
 	$(BIN)/flowdesk train scope --data $(DATA) --report reports/scope-train
+
+# Refit the pick on the bundled switch model, as the bundled one was (session 17): the pick, its share chosen closed
+# loop on train among the shares that keep the demo's gates, then the two-requests rule on the new pick's scores
+# (reports/switch-train-pick, -blend, -requests; about 12 minutes on 2 cores).
+train-pick: $(STAMP)
+	$(BIN)/flowdesk train switch --pick-only --no-reviser --pick-sgd-every 20 --pick-star-every 3 --pick-assoc --data $(DATA) --out reports/switch-train
+	$(BIN)/flowdesk train switch --pick-blend-only --pick-blends 0.5,0.6 --data $(DATA) --out reports/switch-train
+	$(BIN)/flowdesk train switch --requests-only --data $(DATA) --out reports/switch-train
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/retrieval_scale.py --sizes 50,500,5000,50000 --queries 40 --out reports/bench-retrieval
