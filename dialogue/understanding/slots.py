@@ -883,16 +883,13 @@ def volunteered_name(text: str, message: str, workflow: Workflow, kinds: dict[st
         before = message[:at].rstrip()
         if (not before or before[-1] in ".!?") and len(words) == 1:
             continue  # one word in sentence case ("30. Cheers")
-        if low[0] in _NOT_NAMES or any(w in _FILLER_WORDS or w in labels or w in WEEKDAYS + MONTHS for w in low) \
+        if low[0] in _NOT_NAMES or any(w in _FILLER_WORDS or w in labels or w in WEEKDAYS or w in MONTHS for w in low) \
                 or _PLACED.search(message[:at]) or (options and match_enum(value, options, whole=True)):
             continue
         if re.match(r"[^.!?]*\?", message[at:]):
             continue  # said in a question ("30 and Mark?")
         names.append(value)
-    if len(names) != 1:
-        return None
-    value = names[0]
-    return free[0], value
+    return (free[0], names[0]) if len(names) == 1 else None
 
 
 def fits_slot(value: Any, slot: str, fits: dict[str, SlotFit], *, whole: bool = True) -> bool:
