@@ -72,10 +72,12 @@ evals: $(STAMP)
 
 # Refit the switch ranker/detector on SGD train + STAR train and choose the switching configuration
 # there (closed loop); writes dialogue/understanding/switch_model.json and reports/switch-train.  The scope
-# gate (dialogue/understanding/scope_model.json, reports/scope-train) is fitted on the same splits.
+# gate (dialogue/understanding/scope_model.json, reports/scope-train) is fitted on the same splits, the
+# closing detector (dialogue/understanding/closing_model.json, reports/closing-train) on SGD train.
 train: $(STAMP)
 	$(BIN)/flowdesk train switch --data $(DATA) --out reports/switch-train
 	$(BIN)/flowdesk train scope --data $(DATA) --report reports/scope-train
+	$(BIN)/flowdesk train closing --data $(DATA) --report reports/closing-train
 
 # Refit the pick on the bundled switch model, as the bundled one was (session 17): the pick, its share chosen closed
 # loop on train among the shares that keep the demo's gates, then the two-requests rule on the new pick's scores

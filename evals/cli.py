@@ -31,3 +31,5 @@ from .train_executor import train_command as train_executor  # noqa: E402
 train_app.command("executor")(train_executor)
 from .scope_train import train_command as train_scope  # noqa: E402
 train_app.command("scope")(train_scope)
+from .closing_train import train_command as train_closing  # noqa: E402
+train_app.command("closing")(train_closing)

@@ -145,6 +145,12 @@ def lexical_features(turn: str, agent: str, workflow=None, pending: str | None =
             "asked": float(asked), "short": float(short), "offer_text": offer}  # type: ignore[dict-item]
 
 
+def asks_for_something(feats: dict) -> bool:
+    """The turn (read by ``lexical_features``) asks for something — a request that is no closing, a cue or
+    an accepted offer — so it neither closes nor is small talk."""
+    return bool(feats["cue"] or feats["accepts_offer"] or (feats["request"] and not feats["closing"]))
+
+
 # A new value for a slot of the active workflow ("make it 20:30", "then let's do Dec 6 instead",
 # "change the party size to 6") keeps the workflow: FlowAgent's intent switching with new values.
 CHANGE_VALUE = re.compile(r"\b(make it|change (it|that|this|the [\w ]{1,20}?|my [\w ]{1,20}?) to|instead|"

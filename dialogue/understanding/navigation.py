@@ -140,4 +140,4 @@ def _gives_up(text: str, active_about: str) -> bool:
 
 def _closing(verdict: Verdict) -> bool:
     f = verdict.features
-    return bool(f.get("closing")) and not f.get("chit_chat")
+    return bool(f.get("ends_task")) or bool(f.get("closing")) and not f.get("chit_chat")

@@ -20,8 +20,9 @@ from typing import Any, Callable, Literal, Sequence
 
 from workflows.text import yes_no
 
-from .features import (CONTEXT_FEATURES, QUESTION, context_features, foreign_share, lexical_features, names_task,
-                       retrieval_feature, slot_update, split_history)
+from .closing import load_closing
+from .features import (CONTEXT_FEATURES, QUESTION, asks_for_something, context_features, foreign_share,
+                       lexical_features, names_task, retrieval_feature, slot_update, split_history)
 from .query import self_generated_query
 
 RETRIEVAL_TOP_K = 10
@@ -63,6 +64,9 @@ class Params:
     # ``flowdesk train switch --detector-only`` fits them on.  Off by default — the turn's context (a slot
     # reading of its own among it) is then not computed for a linear detector that does not read it.
     record_row: bool = False
+    # Read the turns that may end the active task with the learned closing detector (``closing.py``) when
+    # its model file is present; off: the hand-written closing markers.
+    use_closing: bool = True
 
 
 DEFAULT_PARAMS = Params()
@@ -145,7 +149,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     ``finished``: the active workflow's procedure has run to its end; ``filled``: its frame's slot values."""
     turn, agent, earlier = split_history(messages)
     feats = lexical_features(turn, agent, workflow, pending)
-    in_scope_request = feats["cue"] or feats["accepts_offer"] or (feats["request"] and not feats["closing"])
+    in_scope_request = asks_for_something(feats)
     fx: dict[str, float] = {k: v for k, v in feats.items() if isinstance(v, float)}
 
     def verdict(action: str, conf: float, oos: bool = False, why: str = "") -> Verdict:
@@ -158,9 +162,19 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
 
     if not turn:
         return verdict("STAY", 0.95, oos=active is None, why="no user message")
-    # Out of scope: closings and greetings/thanks without any request or content.
+    # The user ends the active task ("No, thanks!" to "anything else?", "maybe later" to an offer): out of
+    # scope.  The learned closing detector reads it when its model is present, else the closing markers.
+    if active is not None and not in_scope_request:
+        closer = load_closing() if params.use_closing else None
+        ends = closer.ends(turn, agent, workflow, feats) if closer is not None else bool(
+            feats["ends_task"] and feats["content_words"] <= 3)
+        fx["ends_task"] = float(ends)
+        if ends:
+            return verdict("STAY", 0.9, oos=True, why="out of scope: the user ends the task")
+    # Closings and greetings/thanks without any request or content: out of scope with nothing active, a
+    # wrap-up inside the active workflow otherwise.
     if (feats["closing"] or feats["chit_chat"]) and not in_scope_request and feats["content_words"] <= 3:
-        if active is None or feats["ends_task"]:
+        if active is None:
             return verdict("STAY", 0.9, oos=True, why="out of scope: closing or small talk")
         return verdict("STAY", 0.85, why="small talk or wrap-up inside the active workflow")
     # A bare yes/no when no workflow waits for one ("Yes, go ahead" after the booking is made) agrees to
