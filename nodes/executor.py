@@ -17,12 +17,14 @@ from langgraph.runtime import Runtime
 
 from dialogue.execution import policy_llm
 from dialogue.execution.policy_learned import load_policy
-from dialogue.execution.policy_offline import decide, next_proposal, same
-from dialogue.execution.replies import answer_text
+from dialogue.execution.interpreter import NextAction
+from dialogue.execution.policy_offline import GOODBYE, closing_answer, decide, next_proposal, same
+from dialogue.execution.replies import answer_text, proposal_for
 from dialogue.frames import fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
 from graph.state import State, given_slots, turn_commands
+from workflows.semantics import values_view
 from workflows.text import humanize, lower_first, render_value, sentences
 
 
@@ -131,6 +133,16 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     violations = [v for v in state.get("violations") or [] if v.get("turn") == turn]
     now = fingerprint(frame)
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
+    if "close" in kinds and frame.get("status") != "done":
+        # The user ends the task ("no, that's all", "maybe another time" to the next step offered): the
+        # workflow's own closing answer when it has one, else the desk's (a goodbye to a farewell, "anything
+        # else?" otherwise), and the frame completes — nothing is left waiting, the question is not asked again.
+        message = (state.get("reading") or {}).get("text") or ""
+        own = closing_answer(wf, message, frame.get("executed") or [])
+        ending = proposal_for(wf, NextAction("answer", own), values_view(frame.get("slots"), frame.get("results"))) \
+            if own else pattern_reply(res, "pattern_close" if GOODBYE.search(message) else "pattern_close_task")
+        if not any(same(ending, r) for r in rejected):
+            return {"proposal": {**ending, "completes": True}}
     # repair patterns that continue with the workflow's next question (the message is no slot value)
     for kind, name, flow in (("capabilities", "pattern_capabilities", lambda: coverage(res.library)),
                              ("resume_flow", "pattern_resume_flow", lambda: lower_first(wf.display_name)),

@@ -77,3 +77,16 @@ def test_a_long_agent_message_is_read_by_its_end():
     model = load_closing()
     feats = lexical_features("No thanks", "Enjoy your dinner. Anything else?")
     assert model.ends("No thanks", "Enjoy your dinner. Anything else?", None, feats)
+
+
+def test_a_yes_or_no_to_the_procedures_own_condition_is_its_answer(desk):
+    from workflows.semantics import condition_key
+
+    # FlowBench-like procedures ask yes/no conditions; "No, don't do that." answers one, it ends nothing
+    cond = condition_key("the meeting cannot be canceled")
+    msgs = SEARCHED[:1] + [A("Is it: the meeting cannot be canceled? (yes/no)"), H("No, don't do that.")]
+    lib, score = desk
+    waiting = offline_decide(msgs, "search_restaurants", lib.workflows["search_restaurants"], score, pending=cond)
+    assert not waiting.out_of_scope
+    nothing_pending = offline_decide(msgs, "search_restaurants", lib.workflows["search_restaurants"], score)
+    assert nothing_pending.out_of_scope  # the same words with no condition waiting read as the task's end

@@ -1,5 +1,7 @@
-"""Close: the user ends the conversation ("no, that's all, bye").  The active workflow's own closing
-answer is given when it has one; nothing is left waiting."""
+"""Close: the user ends the conversation or the active task ("no, that's all, bye", "maybe another time" to
+the next step offered).  The executor answers with the active workflow's own closing answer when it has one,
+else with the desk's (``pattern_close``: a goodbye to a farewell, "anything else?" otherwise), and the reply
+completes the frame: nothing is left waiting, the pending question is not asked again."""
 
 from __future__ import annotations
 

@@ -106,13 +106,11 @@ def answers_question(frame: dict, text: str) -> bool:
     request: on an unseen library (FlowBench sessions) they matched some other workflow's wording and
     the reviser left a right pick.  An explicit correction ("no, I meant …") or a turn that also asks for
     something ("yes, and can you block my card") still re-verifies."""
-    from workflows.semantics import is_condition_key
-    from workflows.text import yes_no
-
     from .navigation import is_instruction
+    from .policy_offline import answers_yes_no
 
-    waits_on_yes_no = any(is_condition_key(a) for a in frame.get("asked") or [])
-    return waits_on_yes_no and yes_no(text) is not None and not is_correction(text) and not is_instruction(text)
+    return answers_yes_no(text, ",".join(frame.get("asked") or [])) and not is_correction(text) \
+        and not is_instruction(text)
 
 
 def _words_of(wf) -> set[str]:

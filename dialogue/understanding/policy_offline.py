@@ -137,6 +137,14 @@ def answers_choice(turn: str, workflow, pending: str | None) -> bool:
     return any(s is not None and s.enum and match_enum(turn, s.enum) for s in slots)
 
 
+def answers_yes_no(turn: str, pending: str | None) -> bool:
+    """The active procedure waits on a yes/no condition and the turn is a yes or a no ("No, don't do
+    that."): the answer it waits for, never the end of the task."""
+    from workflows.semantics import is_condition_key
+
+    return any(is_condition_key(p) for p in (pending or "").split(",") if p) and yes_no(turn) is not None
+
+
 def _squash(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-2.0 * abs(x)))
 
@@ -164,7 +172,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
         return verdict("STAY", 0.95, oos=active is None, why="no user message")
     # The user ends the active task ("No, thanks!" to "anything else?", "maybe later" to an offer): out of
     # scope.  The learned closing detector reads it when its model is present, else the closing markers.
-    if active is not None and not in_scope_request:
+    if active is not None and not in_scope_request and not answers_yes_no(turn, pending):
         closer = load_closing() if params.use_closing else None
         ends = closer.ends(turn, agent, workflow, feats) if closer is not None else bool(
             feats["ends_task"] and feats["content_words"] <= 3)
