@@ -1,8 +1,9 @@
 """``flowdesk train closing``: fit the closing detector (``dialogue.understanding.closing``) on SGD train.
 
 Rows: every scored user turn of SGD train with a workflow active (the previous gold, as the
-teacher-forced protocol has it) that makes no request — the turns the detector is asked about (a request,
-a cue or an accepted offer goes on to the switch decision).  Label: the gold says the turn has no task
+teacher-forced protocol has it) that makes no request and answers nothing pending — the turns the detector
+is asked about (a request, a cue or an accepted offer goes on to the switch decision; "I don't know" is
+the pending question's answer, ``policy_offline.answers_pending``).  Label: the gold says the turn has no task
 (the user ends it).  The turn is read by the same ``lexical_features`` the detector reads.
 
 Terms (the words and word pairs of the user's turn and of the agent's turn before it) are kept when the
@@ -35,6 +36,7 @@ def closing_rows(split: str, data: Path, cache: Path, progress=None) -> list[dic
     """The rows of one SGD split (see the module docstring), each with its reading, label and dialogue."""
     from dialogue.understanding.closing import numeric_features, term_values, terms
     from dialogue.understanding.features import asks_for_something, lexical_features
+    from dialogue.understanding.policy_offline import answers_pending
     from workflows.library import load_library
 
     dialogues, lib_dir = load_switch_dataset("sgd", data, split, None, cache)
@@ -50,7 +52,7 @@ def closing_rows(split: str, data: Path, cache: Path, progress=None) -> list[dic
             if not t.scored or wf is None:
                 continue
             feats = lexical_features(t.text, agent, wf, None)
-            if asks_for_something(feats):
+            if asks_for_something(feats) or answers_pending(t.text, None):
                 continue
             rows.append({"x": numeric_features(t.text, agent, wf, feats), "terms": terms(t.text, "u") + terms(agent, "a"),
                          "values": term_values(t.text, agent),

@@ -90,3 +90,15 @@ def test_a_yes_or_no_to_the_procedures_own_condition_is_its_answer(desk):
     assert not waiting.out_of_scope
     nothing_pending = offline_decide(msgs, "search_restaurants", lib.workflows["search_restaurants"], score)
     assert nothing_pending.out_of_scope  # the same words with no condition waiting read as the task's end
+
+
+def test_i_dont_know_skips_the_question_and_ends_nothing(desk):
+    from dialogue.understanding.policy_offline import answers_pending
+
+    # the pending question's answer (SkipQuestion), kept from the detector and from its training rows: a model
+    # fitted with such rows read "I don't know" to "Could you tell me the auth token?" as an ending (p 0.84)
+    assert answers_pending("I don't know", None) and answers_pending("not sure, sorry", "pin")
+    assert not answers_pending("No, thanks!", None) and not answers_pending("No, thanks!", "pin")
+    msgs = [H("I'd like to book a table"), A("Could you tell me the auth token?"), H("I don't know")]
+    v = _decide(desk, msgs, "book_table")
+    assert not v.out_of_scope and not v.features.get("ends_task")

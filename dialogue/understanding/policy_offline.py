@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Literal, Sequence
 
-from workflows.text import yes_no
+from workflows.text import UNSURE, yes_no
 
 from .closing import load_closing
 from .features import (CONTEXT_FEATURES, QUESTION, asks_for_something, context_features, foreign_share,
@@ -145,6 +145,14 @@ def answers_yes_no(turn: str, pending: str | None) -> bool:
     return any(is_condition_key(p) for p in (pending or "").split(",") if p) and yes_no(turn) is not None
 
 
+def answers_pending(turn: str, pending: str | None) -> bool:
+    """The turn answers what the procedure asks, so it never ends the task: a yes or a no to its yes/no
+    condition (``answers_yes_no``), or "I don't know" / "not sure" (the question is skipped:
+    ``SkipQuestion``; a learned reader fitted on SGD, where such turns are rare, read "I don't know" to "Could
+    you tell me the auth token?" as an ending)."""
+    return bool(UNSURE.search(turn)) or answers_yes_no(turn, pending)
+
+
 def _squash(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-2.0 * abs(x)))
 
@@ -172,7 +180,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
         return verdict("STAY", 0.95, oos=active is None, why="no user message")
     # The user ends the active task ("No, thanks!" to "anything else?", "maybe later" to an offer): out of
     # scope.  The learned closing detector reads it when its model is present, else the closing markers.
-    if active is not None and not in_scope_request and not answers_yes_no(turn, pending):
+    if active is not None and not in_scope_request and not answers_pending(turn, pending):
         closer = load_closing() if params.use_closing else None
         ends = closer.ends(turn, agent, workflow, feats) if closer is not None else bool(
             feats["ends_task"] and feats["content_words"] <= 3)
