@@ -35,7 +35,7 @@ MIN_COUNT = 5  # a kept term occurs in at least this many training rows
 def closing_rows(split: str, data: Path, cache: Path, progress=None) -> list[dict]:
     """The rows of one SGD split (see the module docstring), each with its reading, label and dialogue."""
     from dialogue.understanding.closing import numeric_features, term_values, terms
-    from dialogue.understanding.features import asks_for_something, lexical_features
+    from dialogue.understanding.features import asks_for_something, lexical_features, markers_end_task
     from dialogue.understanding.policy_offline import answers_pending
     from workflows.library import load_library
 
@@ -57,7 +57,7 @@ def closing_rows(split: str, data: Path, cache: Path, progress=None) -> list[dic
             rows.append({"x": numeric_features(t.text, agent, wf, feats), "terms": terms(t.text, "u") + terms(agent, "a"),
                          "values": term_values(t.text, agent),
                          "y": int(t.gold is None), "service": wf.domain, "dialogue": dlg.id,
-                         "markers": bool(feats["ends_task"] and feats["closing"] and feats["content_words"] <= 3)})
+                         "markers": markers_end_task(feats)})
         if progress:
             progress()
     return rows

@@ -137,7 +137,7 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         # The user ends the task ("no, that's all", "maybe another time" to the next step offered): the
         # workflow's own closing answer when it has one, else the desk's (a goodbye to a farewell, "anything
         # else?" otherwise), and the frame completes — nothing is left waiting, the question is not asked again.
-        message = (state.get("reading") or {}).get("text") or ""
+        message = reading.get("text") or ""
         own = closing_answer(wf, message, frame.get("executed") or [])
         ending = proposal_for(wf, NextAction("answer", own), values_view(frame.get("slots"), frame.get("results"))) \
             if own else pattern_reply(res, "pattern_close" if GOODBYE.search(message) else "pattern_close_task")

@@ -145,6 +145,13 @@ def lexical_features(turn: str, agent: str, workflow=None, pending: str | None =
             "asked": float(asked), "short": float(short), "offer_text": offer}  # type: ignore[dict-item]
 
 
+def markers_end_task(feats: dict) -> bool:
+    """The hand-written closing markers say the turn (read by ``lexical_features``) ends the active task: a
+    closing that declines something or answers "anything else?" (``ends_task``), in three content words at
+    most.  The learned closing detector (``closing.py``) replaces them when its model file is present."""
+    return bool(feats["ends_task"] and feats["content_words"] <= 3)
+
+
 def asks_for_something(feats: dict) -> bool:
     """The turn (read by ``lexical_features``) asks for something — a request that is no closing, a cue or
     an accepted offer — so it neither closes nor is small talk."""

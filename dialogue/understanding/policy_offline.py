@@ -22,7 +22,8 @@ from workflows.text import UNSURE, yes_no
 
 from .closing import load_closing
 from .features import (CONTEXT_FEATURES, QUESTION, asks_for_something, context_features, foreign_share,
-                       lexical_features, names_task, retrieval_feature, slot_update, split_history)
+                       lexical_features, markers_end_task, names_task, retrieval_feature, slot_update,
+                       split_history)
 from .query import self_generated_query
 
 RETRIEVAL_TOP_K = 10
@@ -182,8 +183,7 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     # scope.  The learned closing detector reads it when its model is present, else the closing markers.
     if active is not None and not in_scope_request and not answers_pending(turn, pending):
         closer = load_closing() if params.use_closing else None
-        ends = closer.ends(turn, agent, workflow, feats) if closer is not None else bool(
-            feats["ends_task"] and feats["content_words"] <= 3)
+        ends = closer.ends(turn, agent, workflow, feats) if closer is not None else markers_end_task(feats)
         fx["ends_task"] = float(ends)
         if ends:
             return verdict("STAY", 0.9, oos=True, why="out of scope: the user ends the task")
