@@ -28,7 +28,7 @@ from dialogue.understanding.requests import rule_for, two_requests
 from dialogue.understanding.scope import load_scope, scope_features
 from graph.context import Context
 from graph.resources import get_resources, model_for
-from graph.state import State, active_workflow, search_query_of
+from graph.state import State, active_workflow, search_query_of, turn_commands
 
 
 def too_close(candidates: list[dict], margin: float) -> list[str]:
@@ -139,6 +139,12 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                                       route=route or None)
     belief: dict[str, float] = {}
     frame = open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters))
+    # A frame the turn itself cancels ("never mind the restaurant, I need a hotel instead") is not the active one
+    # the pick weighs: the user has just left it.  Its workflow stays a candidate, as for any opening request
+    # ("forget this booking, book me another table" starts it afresh).
+    cancelled = {c.get("workflow") for c in turn_commands(state) if c.get("command") == "cancel_flow"}
+    if frame is not None and frame["workflow"] in cancelled:
+        frame = None
     if ctx.ranker and candidates:
         candidates, belief = _learned(state, ctx, res, query, candidates, route or None, frame)
     elif ctx.context_prior and candidates:

@@ -201,3 +201,26 @@ def test_scope_features_and_gate():
     bundled = load_scope()
     # a model reads the first of the features (one fitted before a feature was added still loads)
     assert bundled is not None and 2 <= len(bundled.coef) <= len(FEATURES) and 0 < bundled.threshold < 0.5
+
+
+def test_a_frame_the_turn_cancels_is_not_the_active_one_the_pick_weighs(store_dir, monkeypatch):
+    """"never mind the card, I need a plane ticket": the pick weighs the candidates as for an opening request
+    (no stay prior for the frame just left), and the cancelled workflow stays a candidate."""
+    from dialogue.understanding import ranker
+
+    weighed = []
+    scores = ranker.Ranker.scores
+
+    def spy(self, ev, library, active, seen, extra=()):
+        weighed.append((active, list(extra)))
+        return scores(self, ev, library, active, seen, extra)
+
+    monkeypatch.setattr(ranker.Ranker, "scores", spy)
+    current = frame("block_card", executed=["freeze_card"])
+    query = "never mind the card, I need a plane ticket to Rome"
+    kept = retriever({"turn": 2, "search_query": query, "stack": [current]}, rt(store_dir))
+    left = retriever({"turn": 2, "search_query": query, "stack": [current],
+                      "commands": [{"command": "cancel_flow", "workflow": "block_card", "turn": 2}]}, rt(store_dir))
+    assert weighed[0][0] == "block_card" and weighed[1] == (None, [])
+    assert started(left) == ["book_flight"]
+    assert "block_card" in [c["workflow"] for c in left["candidates"]]
