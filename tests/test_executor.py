@@ -315,6 +315,22 @@ def test_navigation_said_other_ways(text, kinds):
         assert commands[-1].query == "I need a hotel in porto instead"
 
 
+@pytest.mark.parametrize("text,finished,kinds", [
+    ("ok now where were we with the table?", False, ["resume_flow"]),  # a way back, whatever the state
+    ("Alright, let's finish booking the table", False, ["resume_flow"]),
+    ("so, the table?", True, ["resume_flow"]),  # the digression is done and the turn names the booking
+    ("so, the table?", False, []),  # the digression still runs: a side question to it
+    ("thanks!", True, []),  # names no task
+    ("what is my balance in savings?", True, [])])  # names the finished task more than the waiting one
+def test_going_back_said_other_ways(text, finished, kinds):
+    commands = turn_commands(Verdict(action="STAY"), text, 2, active="check_balance",
+                             active_about="check_balance Check the balance of a bank account", asked=[],
+                             stacked=["book_table"], describe={"book_table": "Book table " + BOOK.description},
+                             finished=finished)
+    assert [c.command for c in commands] == kinds
+    assert all(c.workflow == "book_table" for c in commands)
+
+
 def test_a_bare_cancel_with_nothing_under_way_starts_nothing():
     def cmds(text, idle=True):
         return [c.command for c in turn_commands(Verdict(action="SEARCH", search_query=text), text, 1, active=None,

@@ -14,7 +14,7 @@ from ..commands import (AskCapabilities, CancelFlow, ChitChat, Close, Command, H
 from .policy_offline import Verdict
 
 BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:with|the|my)|carry on|"
-                  r"pick up where|where we (?:were|left)|finish(?:ing)? (?:the|my|up|it|that)|"
+                  r"pick up where|where (?:we (?:were|left)|were we)|finish(?:ing)? (?:\w+ing )?(?:the|my|up|it|that)|"
                   r"now (?:the|my)\b)", re.I)
 CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
                     r"i changed my mind|start (?:over|again|afresh)|(?:don'?t|do not) want to (?:do|continue|go on with|"
@@ -51,11 +51,29 @@ def pick_resume(text: str, stacked: list[str], describe: dict[str, str]) -> str 
     if not stacked or not BACK.search(text):
         return None
     said = _stems(text)
-    scores = {name: len(said & _stems(name + " " + describe.get(name, ""))) for name in stacked}
-    best = max(reversed(stacked), key=lambda n: scores[n])  # ties: the most recent
-    if scores[best] > 0:
+    best, shared = _most_named(said, stacked, describe)
+    if shared > 0:
         return best
     return stacked[-1] if not (said - _stems("continue resume return pick carry where left were up")) else None
+
+
+def names_interrupted(text: str, stacked: list[str], describe: dict[str, str], active_about: str) -> str | None:
+    """With the active task done and no new request read, a turn that names an interrupted task ("as I was
+    saying, the table", "so, the restaurant?") goes back to it: the interrupted workflow whose name and
+    description share the most words with the turn, when it shares more than the finished one."""
+    said = _stems(text)
+    if not stacked or not said:
+        return None
+    best, shared = _most_named(said, stacked, describe)
+    return best if shared > len(said & _stems(active_about)) else None
+
+
+def _most_named(said: set[str], stacked: list[str], describe: dict[str, str]) -> tuple[str, int]:
+    """(the interrupted workflow whose name and description share the most of the turn's words, how many);
+    ties: the most recent."""
+    scores = {name: len(said & _stems(name + " " + describe.get(name, ""))) for name in stacked}
+    best = max(reversed(stacked), key=lambda n: scores[n])
+    return best, scores[best]
 
 
 def reading_of(text: str) -> dict[str, Any]:
@@ -77,6 +95,8 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     if CAPABILITIES.search(text):
         return [AskCapabilities(turn=turn)]
     target = pick_resume(text, stacked, describe)
+    if target is None and finished and verdict.action != "SEARCH":
+        target = names_interrupted(text, stacked, describe, active_about)
     if target is not None:
         return [ResumeFlow(workflow=target, turn=turn)]
     # Giving up ("never mind", "forget it", "let's stop here, I changed my mind") wins
