@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from workflows.text import NO_START, YES_START, yes_no
+from workflows.text import NO_START, YES_START, sentences, yes_no
 
 from .features import (ANYTHING_ELSE, CLOSING, NUMBERISH, QUESTION, THANKS, _WORD, name_words,
                        verb_groups)
@@ -48,7 +48,6 @@ FEATURES = ("no_start", "yes_start", "says_no", "says_yes", "closing_marker", "t
             "agent_anything_else", "agent_offer", "offer_other_verb", "offer_same_verb",
             "agent_asks")
 _TERM = re.compile(r"[a-z']+")
-_SENTENCE = re.compile(r"(?<=[.?!])\s+")
 AGENT_SENTENCES = 2  # the agent's sentences read for terms, from its message's end
 
 
@@ -83,7 +82,7 @@ def bucket(term: str) -> int:
 
 def last_sentences(text: str, n: int = AGENT_SENTENCES) -> str:
     """The last ``n`` sentences of a message: what the user answers (an offer, "anything else?") comes last."""
-    return " ".join(_SENTENCE.split(text.strip())[-n:])
+    return " ".join(sentences(text)[-n:])
 
 
 def term_values(turn: str, agent: str) -> dict[int, float]:
