@@ -41,13 +41,15 @@ index: $(STAMP)
 	$(BIN)/flowdesk index workflows/library
 
 # The learned executor policy bundled in dialogue/execution/models/ (committed; weights only, no dialogue text).
+# Its training frames are read by the slot reader, the span reader included: refit it after `flowdesk train spans`.
 executor-model: $(STAMP)
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --out dialogue/execution/models/executor_policy.json
 
 # The same without the next-action evaluation's zero-shot tasks (scored on tasks it never saw); rebuilt when the
 # code that trains or reads it changes (a model from older code would be scored as if it were this one).
 .flowdesk/executor_policy_unseen.json: $(STAMP) evals/train_executor.py evals/train_opinion.py \
-		dialogue/execution/policy_learned.py dialogue/execution/opinion.py
+		dialogue/execution/policy_learned.py dialogue/execution/opinion.py \
+		dialogue/understanding/slots.py dialogue/understanding/spans.py dialogue/understanding/spans_model.json
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --exclude zero-shot --out $@
 
 # Every evaluation in reports/ (about an hour on 2 cores).  Switching: closed loop (what users meet) is
@@ -78,6 +80,7 @@ train: $(STAMP)
 	$(BIN)/flowdesk train switch --data $(DATA) --out reports/switch-train
 	$(BIN)/flowdesk train scope --data $(DATA) --report reports/scope-train
 	$(BIN)/flowdesk train closing --data $(DATA) --report reports/closing-train
+	$(BIN)/flowdesk train spans --data $(DATA) --report reports/spans-train
 
 # Refit the pick on the bundled switch model, as the bundled one was (session 17): the pick, its share chosen closed
 # loop on train among the shares that keep the demo's gates, then the two-requests rule on the new pick's scores

@@ -33,3 +33,5 @@ from .scope_train import train_command as train_scope  # noqa: E402
 train_app.command("scope")(train_scope)
 from .closing_train import train_command as train_closing  # noqa: E402
 train_app.command("closing")(train_closing)
+from .spans_train import train_command as train_spans  # noqa: E402
+train_app.command("spans")(train_spans)

@@ -85,9 +85,8 @@ def test_a_service_left_out_of_the_fit_is_never_seen():
 
 
 def test_the_model_file_validates(tmp_path):
-    from pydantic import ValidationError
-
     from dialogue.understanding.assoc import AssocModel, load_assoc
+    from dialogue.understanding.model_files import ModelFileError
     from evals.assoc_train import fit_assoc
 
     model = fit_assoc(*_examples(_library()))
@@ -98,7 +97,7 @@ def test_the_model_file_validates(tmp_path):
     assert load_assoc(str(tmp_path / "absent.json")) is None
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"weights": {"pair": "strong"}}), encoding="utf-8")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ModelFileError, match=r"bad\.json: field 'weights"):
         load_assoc(str(bad))
     assert AssocModel().score(("stay",), ("hotel",)) == 0.0
 

@@ -534,7 +534,9 @@ def test_a_volunteered_name_needs_the_asked_value_and_one_free_text_slot_missing
 
     assert named("30 and Mark", {"customer_name": "Ann"}, ["party_size"]) is None  # given already: no change
     assert named("Mark", {}, ["party_size"]) is None  # the asked value is not in the message
-    assert named("Mark", {}, []) is None  # nothing asked, no value given
+    # nothing asked: the span reader takes a bare name for the one person slot missing (STAR sessions 0.487 ->
+    # 0.497 against leaving it: the simulated user answers questions whose slot the agent's words do not name)
+    assert named("Mark", {}, []) == "Mark"
     assert named("Can you book a table for me? Sure, Lucca, also that would be Mark", {}, []) == "Mark"
     assert named("Can you book a table for me? Lucca. Mark", {}, []) is None
     place = Workflow.model_validate({**BOOK.model_dump(), "slots": [

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from workflows.text import FILLERS, content_words
 
 from .features import name_words
+from .model_files import read_model
 
 ASSOC_PATH = Path(__file__).with_name("assoc_model.json")
 STEM = 5  # a word's first letters: "booking" and "booked" meet, "hotel" and "hotels" meet
@@ -147,7 +148,4 @@ def load_assoc(path: str | None = None) -> AssocModel | None:
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> AssocModel | None:
-    p = Path(path)
-    if not p.is_file():
-        return None
-    return AssocModel.model_validate_json(p.read_text(encoding="utf-8"))
+    return read_model(path, AssocModel, "flowdesk train switch --pick-only --pick-assoc")

@@ -24,7 +24,6 @@ that labels a task's end (STAR has no "no task" gold); the threshold is chosen o
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import zlib
@@ -38,6 +37,7 @@ from workflows.text import NO_START, YES_START, sentences, yes_no
 
 from .features import (ANYTHING_ELSE, CLOSING, NUMBERISH, QUESTION, THANKS, _WORD, name_words,
                        verb_groups)
+from .model_files import read_model
 
 MODEL_PATH = Path(__file__).with_name("closing_model.json")
 DIM = 1 << 20  # hash buckets of the terms
@@ -127,8 +127,5 @@ def load_closing(path: str | None = None) -> ClosingModel | None:
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> ClosingModel | None:
-    p = Path(path)
-    if not p.is_file():
-        return None
-    model = ClosingModel.model_validate(json.loads(p.read_text(encoding="utf-8")))
-    return model if tuple(model.features) == FEATURES else None
+    model = read_model(path, ClosingModel, "flowdesk train closing")
+    return model if model is not None and tuple(model.features) == FEATURES else None

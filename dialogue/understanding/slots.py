@@ -19,6 +19,8 @@ from typing import Any
 from workflows.pdl import Slot, Workflow
 from workflows.text import FILLERS, STOPWORDS, yes_no
 
+from .spans import Target, load_spans, slot_words
+
 NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
@@ -646,6 +648,15 @@ def clean_free_text(text: str) -> str:
     return t
 
 
+def bare_answer(message: str, option: str, pending: list[str], kinds: dict[str, str], found: dict) -> bool:
+    """The message is nothing but ``option`` while a free-text slot is asked: the reply answers the
+    question, whatever unasked enum option it also spells."""
+    if not any(kinds.get(p) in ("string", "person") and p not in found for p in pending):
+        return False
+    said = set(_tokens(clean_free_text(message)))
+    return bool(said) and said <= set(_tokens(option))
+
+
 def _length_slots(workflow: Workflow, kinds: dict[str, str]) -> list[str]:
     """The count slots that hold a length of time in nights or days (a stay, a rental)."""
     return [s.name for s in workflow.slots if kinds[s.name] == "integer"
@@ -759,6 +770,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                 out.set(s.name, _as_said(s, src, [d]) or d[0], 0.9), take(d[1])
             elif kind == "enum":
                 hit = match_enum(other_direction_blanked(src, s), s.enum or [], whole=is_pending, today=today)
+                if hit and not is_pending and bare_answer(message, hit[0], pending, kinds, out.values):
+                    continue  # "Mark" to "What is your name?" names the customer, not the driver option "Mark"
                 if hit:
                     out.set(s.name, hit[0], hit[1])
                     pos = src.lower().find(hit[0].lower())
@@ -798,7 +811,24 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         value = _labels_dropped(value, workflow, name) if kinds[name] == "string" else value
         if value and fits_slot(value, name, fits, whole=kinds[name] == "id"):
             out.set(name, value, 0.8), take(span)
-    # a proper name for an unfilled name-like string slot ("at Luigi's")
+    # free-text values said unasked, in the user's own words ("from Forbes and Murray to the Airport"):
+    # the learned span reader places them in the empty slots the rules left (``spans``); never over a value
+    # the conversation has, never in the asked slot (the reply rules below read it), never a corrected value
+    # (only for a caller that says which slots the conversation lacks; not while an asked typed value went
+    # unanswered: "Mark" to "For how many people?" is no name given)
+    reader = load_spans() if missing else None
+    unanswered = any(n not in out.values and kinds[n] not in ("string", "person") for n in pending)
+    if reader is not None and not unanswered:
+        # the asked slot competes for the words too (a bare reply is its value, not another slot's), but
+        # its value is left to the reply rules below
+        targets = [Target(s.name, slot_words(s.name, s.description), kinds[s.name], s.name in pending)
+                   for s in slots if kinds[s.name] in ("string", "person") and s.name in missing
+                   and s.name not in out.values]
+        for name, placed in reader.read(text, targets, used).items():
+            if name not in pending and fits_slot(placed.value, name, fits):
+                out.set(name, placed.value, placed.probability)
+                take(placed.span)
+    # a proper name for a name-like string slot still empty ("at Luigi's")
     for s in slots:
         if kinds[s.name] != "string" or s.name in out.values:
             continue
