@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--code", default="", help=argparse.SUPPRESS)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.data = str(Path(args.data).resolve())  # the children run in their checkout's directory
     if args.one:  # a child: the checkout ``--code`` on the path, one pass
         print(json.dumps(measure(args.data, args.every, args.model, Path(args.code or ROOT))))
         return
