@@ -14,7 +14,8 @@ hashed (CRC-32) into ``DIM`` buckets: the model file keeps bucket numbers and we
 Spans go to slots best first, one slot per span, no two overlapping, above the model's threshold.
 
 Fitted by ``flowdesk train spans`` (``evals/spans_train.py``) on SGD train, whose user turns mark each
-free-text value's characters; the threshold is chosen on train.  ``load_spans(path)`` (None when the
+free-text value's characters, and on STAR train, whose queries name the values the user said; the threshold
+is chosen on train.  ``load_spans(path)`` (None when the
 file is absent: the rules alone read values), ``SpanModel.read(...)``.
 """
 
