@@ -207,22 +207,26 @@ def fit(rows: list[Row], threshold: float = 0.5, provenance: dict | None = None)
                                  "weights_kept": int(keep.sum()), "C": C, "neg_keep": NEG_KEEP})
 
 
-def counts(model, rows: list[Row], threshold: float, asked: bool = True) -> dict:
-    """Values right / wrong / missed at ``threshold`` (``asked``: also the slots just asked for)."""
-    m = model.model_copy(update={"threshold": threshold})
-    right = wrong = gold_n = 0
+def counts(model, rows: list[Row], thresholds) -> dict[float, dict]:
+    """Per threshold, the values right / wrong of the slots not just asked (the ones the reader fills), and
+    the gold values.  One read at the lowest threshold serves them all: ``read`` places spans best first and
+    stops below its threshold, so a higher threshold only cuts the tail of the same placements."""
+    m = model.model_copy(update={"threshold": min(thresholds)})
+    placed: list[tuple[float, bool]] = []  # (probability, right) of every value placed
+    gold_n = 0
     for r in rows:
-        targets = r.targets if asked else [t for t in r.targets if not t.pending]
+        targets = [t for t in r.targets if not t.pending]
         names = {t.name for t in targets}
         gold = {n: _norm(r.text[a:b]) for n, (a, b) in r.gold.items() if n in names}
         gold_n += len(gold)
-        for n, placed in m.read(r.text, targets).items():
-            if gold.get(n) == _norm(placed.value):
-                right += 1
-            else:
-                wrong += 1
-    return {"gold": gold_n, "right": right, "wrong": wrong, "precision": right / max(1, right + wrong),
-            "recall": right / max(1, gold_n), "net": right - FP_COST * wrong}
+        placed += [(p.probability, gold.get(n) == _norm(p.value)) for n, p in m.read(r.text, targets).items()]
+    out = {}
+    for th in thresholds:
+        right = sum(ok for p, ok in placed if p >= th)
+        wrong = sum(not ok for p, ok in placed if p >= th)
+        out[th] = {"gold": gold_n, "right": right, "wrong": wrong, "precision": right / max(1, right + wrong),
+                   "recall": right / max(1, gold_n), "net": right - FP_COST * wrong}
+    return out
 
 
 def train_spans(data: Path, out: Path, report: Path, cache: Path, sgd_every: int = 2, show_progress: bool = True) -> dict:
@@ -246,8 +250,7 @@ def train_spans(data: Path, out: Path, report: Path, cache: Path, sgd_every: int
         for k in (0, 1):
             part = fit([r for r in train if fold[(r.source, r.dialogue)] != k])
             held = [r for r in train if fold[(r.source, r.dialogue)] == k]
-            for th in THRESHOLDS:
-                c = counts(part, held, th, asked=False)
+            for th, c in counts(part, held, THRESHOLDS).items():
                 net[th] += c["net"]
                 oof_counts[th].append(c)
             prog.advance(step)
@@ -262,16 +265,16 @@ def train_spans(data: Path, out: Path, report: Path, cache: Path, sgd_every: int
         unseen = fit([r for r in train if not (r.source == "star" and r.task in ZERO_SHOT_TASKS)], threshold)
         prog.advance(step)
         zero_shot = [r for r in dev["star-dev"] if r.task in ZERO_SHOT_TASKS]
-        summary = {name: counts(model, rows, threshold, asked=False) for name, rows in dev.items()}
-        summary["star-dev zero-shot tasks (model without them)"] = counts(unseen, zero_shot, threshold, asked=False)
-        summary["star-dev zero-shot tasks (this model)"] = counts(model, zero_shot, threshold, asked=False)
-        curve = {name: [counts(model, rows, th, asked=False) for th in THRESHOLDS] for name, rows in dev.items()}
+        curve = {name: counts(model, rows, THRESHOLDS) for name, rows in dev.items()}
+        summary = {name: cs[threshold] for name, cs in curve.items()}
+        summary["star-dev zero-shot tasks (model without them)"] = counts(unseen, zero_shot, [threshold])[threshold]
+        summary["star-dev zero-shot tasks (this model)"] = counts(model, zero_shot, [threshold])[threshold]
         prog.advance(step)
     oof = {str(th): {"right": sum(c["right"] for c in cs), "wrong": sum(c["wrong"] for c in cs),
                      "gold": sum(c["gold"] for c in cs), "net": net[th]} for th, cs in oof_counts.items()}
     metrics = {"summary": summary, "train_out_of_fold": oof,
                "model": {"threshold": threshold, **model.provenance},
-               "curve": {name: {str(th): c for th, c in zip(THRESHOLDS, cs)} for name, cs in curve.items()},
+               "curve": {name: {str(th): c for th, c in cs.items()} for name, cs in curve.items()},
                "seconds": round(time.perf_counter() - started, 1)}
     _write_report(report, metrics, curve)
     return metrics
@@ -297,8 +300,8 @@ def _write_report(report: Path, metrics: dict, curve: dict) -> None:
     ths = [float(t) for t in next(iter(metrics["curve"].values()))]
     series = {}
     for name, cs in curve.items():
-        series[f"{name} precision"] = [c["precision"] for c in cs]
-        series[f"{name} recall"] = [c["recall"] for c in cs]
+        series[f"{name} precision"] = [c["precision"] for c in cs.values()]
+        series[f"{name} recall"] = [c["recall"] for c in cs.values()]
     rep.line_plot("spans", ths, series, "threshold", "share", "Span reader on dev by threshold")
     rep.write(metrics)
 

@@ -173,13 +173,17 @@ def _near(low: list[str], s: Span, words: tuple[str, ...]) -> bool:
     return any(w[:5] == b[:5] for w in words for b in before if len(b) > 2)
 
 
+def _overlaps(s: Span, spans: list[tuple[int, int]]) -> bool:
+    return any(s.start < b and a < s.end for a, b in spans)
+
+
 def design(text: str, targets: list[Target], taken: Iterable[tuple[int, int]] = ()
            ) -> tuple[list[Span], list[tuple[int, int, list[int]]]]:
     """The candidate spans (none over characters already ``taken``) and, per (span, target) pair, its
     feature buckets (the reader's and the fit's rows)."""
     toks = tokens(text)
     taken = list(taken)
-    spans = [s for s in candidate_spans(text, toks) if not any(s.start < b and a < s.end for a, b in taken)]
+    spans = [s for s in candidate_spans(text, toks) if not _overlaps(s, taken)]
     low = [w.lower() for w, _, _ in toks]
     content = [k for k in range(len(low)) if low[k] not in _EDGE_STOP]
     slot = [(tuple(f"|w={w}".encode() for w in t.words[:4]), f"|k={t.kind}|p={int(t.pending)}") for t in targets]
@@ -228,7 +232,7 @@ class SpanModel(BaseModel):
             if p < self.threshold:
                 break
             t, s = targets[ti], spans[si]
-            if t.name in out or any(s.start < b and a < s.end for a, b in used):
+            if t.name in out or _overlaps(s, used):
                 continue
             out[t.name] = Placed(text[s.start:s.end], p, (s.start, s.end))
             used.append((s.start, s.end))
