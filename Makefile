@@ -49,7 +49,8 @@ executor-model: $(STAMP)
 # code that trains or reads it changes (a model from older code would be scored as if it were this one).
 .flowdesk/executor_policy_unseen.json: $(STAMP) evals/train_executor.py evals/train_opinion.py \
 		dialogue/execution/policy_learned.py dialogue/execution/opinion.py \
-		dialogue/understanding/slots.py dialogue/understanding/spans.py dialogue/understanding/spans_model.json
+		dialogue/understanding/slots.py dialogue/understanding/spans.py dialogue/understanding/spans_model.json \
+		dialogue/execution/interpreter.py dialogue/turn.py
 	$(BIN)/flowdesk train executor --dataset star --split train --data $(DATA) --exclude zero-shot --out $@
 
 # Every evaluation in reports/ (about an hour on 2 cores).  Switching: closed loop (what users meet) is

@@ -51,6 +51,7 @@ class Frame(TypedDict, total=False):
     calls: list[CallRecord]  # every call made, in order (cancelled ones included)
     asked: list[str]  # what the last question asked for: slot names or condition keys
     conditions: dict[str, bool]  # the user's answers to natural-language conditions (condition_key -> bool)
+    declined: list[str]  # asked slots the user said they cannot give ("I don't have it", a bare "no"): not asked again
     started: int  # the turn the instance started in
     belief: dict[str, float]  # the pick's alternatives and their log-probabilities (understanding.belief)
     queued: bool  # asked for in the same message as the frame above it: starts when that one is finished

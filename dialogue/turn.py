@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from workflows.pdl import Workflow
 from workflows.semantics import is_condition_key
+from workflows.text import content_words, stemmed
 
 from .commands import ApplyEnv, Command, OutOfScope, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
@@ -78,7 +79,26 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
         frame = Frame(**{**frame, "conditions": {**(frame.get("conditions") or {}),
                                                  **{k: bool(reading["yesno"]) for k in conds}}})
         stack = [*stack[:-1], frame]
+    declined = _declined(asked, reading, found.values, frame, wf)
+    if declined and frame is not None:
+        frame = Frame(**{**frame, "declined": sorted({*(frame.get("declined") or []), *declined})})
+        stack = [*stack[:-1], frame]
     related = bool(message_words(text) & interp.vocabulary)
     if asked and not found.values and found.is_question and found.yesno is None and not related:
         added = [*added, OutOfScope(turn=env.turn)]  # a side question while the workflow waits for an answer
     return stack, added
+
+
+def _declined(asked: list[str], reading: dict, values: dict, frame: Frame | None, wf: Workflow) -> list[str]:
+    """The asked slots the reply declines: the user says they do not have or know it ("I don't have my
+    account number, but my dog was Buddy"), or answers no and gives no value.  The interpreter does not ask
+    them again (asked again and again, a user who has no account number hears the same question until they
+    leave; logged agents go on without it)."""
+    if frame is None or not (reading.get("info_missing") or reading.get("yesno") is False and not values):
+        return []
+    slots = frame.get("slots") or {}
+    open_ = [a for a in asked if not is_condition_key(a) and slots.get(a) in (None, "")]
+    # "I don't have my customer number" declines that one of the values asked together, not the PIN
+    said = stemmed(content_words(reading.get("text") or ""))
+    named = [a for a in open_ if (s := wf.slot(a)) is not None and said & stemmed(content_words(f"{a} {s.description}"))]
+    return named or open_

@@ -244,7 +244,7 @@ def run(data: Path, split: str = "dev", limit: int = 0, library_dir: Path | None
 
 
 PREDICTION_KEYS = ("dialogue", "task", "gold", "pred", "pred_slots", "learned", "learned_slots", "vetoed", "ungated",
-                   "unseen", "unseen_slots", "text")
+                   "oracle", "unseen", "unseen_slots", "text")
 
 
 def write_predictions(turns: list[Turn], path: Path) -> Path:

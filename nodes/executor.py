@@ -11,6 +11,7 @@ Proposals the post-controller rejected this turn, against the same frame, are no
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -28,11 +29,28 @@ from workflows.semantics import values_view
 from workflows.text import humanize, lower_first, render_value, sentences
 
 
-def pattern_reply(res: Resources, name: str, flow: str = "") -> dict[str, Any]:
-    """A repair pattern's answer (its template filled with the workflow it speaks about); ``name`` is
-    the pattern's, or one of its answers'."""
+def pattern_reply(res: Resources, name: str, flow: str = "", **values: str) -> dict[str, Any]:
+    """A repair pattern's answer (its template filled with the workflow it speaks about, and ``values``);
+    ``name`` is the pattern's, or one of its answers'."""
     wf = res.patterns.workflows.get(name) or next(w for w in res.patterns.workflows.values() if w.answer(name))
-    return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow})}
+    return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow, **values})}
+
+
+def _yours(description: str) -> str:
+    """A slot's description as the user's ("Customer number" -> "your customer number")."""
+    d = lower_first(description.strip())
+    return d if re.match(r"(?:the|a|an|your)\b", d) else f"your {d}"
+
+
+def declined_required(wf, frame: dict) -> list[str]:
+    """The values a call still ahead requires that the user said they cannot give (``Frame.declined``):
+    the task cannot go on without them, so the user hears that instead of the question again."""
+    declined = set(frame.get("declined") or ())
+    if not declined:
+        return []
+    slots, executed = frame.get("slots") or {}, set(frame.get("executed") or [])
+    return list(dict.fromkeys(p for api in wf.apis if api.name not in executed for p in api.required_params
+                              if p in declined and slots.get(p) in (None, "")))
 
 
 def coverage(library, examples: int = 4) -> str:
@@ -143,6 +161,13 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if own else pattern_reply(res, "pattern_close" if GOODBYE.search(message) else "pattern_close_task")
         if not any(same(ending, r) for r in rejected):
             return {"proposal": {**ending, "completes": True}}
+    waiting = declined_required(wf, frame)
+    if waiting:
+        described = [(wf.slot(p).description if wf.slot(p) else "") or humanize(p) for p in waiting]
+        stuck = pattern_reply(res, "pattern_cannot_continue", lower_first(wf.display_name),
+                              values=render_value([_yours(d.split(",")[0]) for d in described]))
+        if not any(same(stuck, r) for r in rejected):
+            return {"proposal": stuck}
     # repair patterns that continue with the workflow's next question (the message is no slot value)
     for kind, name, flow in (("capabilities", "pattern_capabilities", lambda: coverage(res.library)),
                              ("resume_flow", "pattern_resume_flow", lambda: lower_first(wf.display_name)),

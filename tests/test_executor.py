@@ -288,6 +288,43 @@ def test_apply_commands_fills_slots_and_records_the_slot_commands(ctx):
     assert top(st["stack"])["slots"] == FULL
     assert {c["slot"] for c in st["commands"] if c["command"] == "set_slot"} == set(FULL)
 
+REPORT = Workflow.model_validate({
+    "name": "report_fraud", "description": "Report fraud on an account.", "domain": "bank", "role": "clerk",
+    "slots": [{"name": "account", "description": "Account number"}, {"name": "diet", "description": "Allergies"},
+              {"name": "report", "description": "What happened", "required": True}],
+    "apis": [{"name": "file_report", "returns": ["confirmation"],
+              "parameters": {"type": "object", "required": ["report"],
+                             "properties": {"account": {"type": "string"}, "report": {"type": "string"}}}}],
+    "answers": [{"name": "ask_account", "template": "Can you tell me your account number, please?"},
+                {"name": "ask_diet", "template": "Do you have any allergies?"},
+                {"name": "ask_report", "template": "What happened?"}],
+    "procedure": "[account] = ANSWER.ask_account()\n[diet] = ANSWER.ask_diet()\n[report] = ANSWER.ask_report()\n"
+                 "API.file_report(account, report)\n",
+})
+
+
+@pytest.mark.parametrize("text, declined", [
+    ("I don't have my account number on me", ["account"]),
+    ("no idea, sorry", ["account"]),
+    ("no", ["account"]),
+    ("what time is it?", []),  # not an answer, not a refusal: asked again
+])
+def test_a_value_the_user_cannot_give_is_not_asked_again(text, declined):
+    fr = frame(REPORT, executed=["ask_account"], asked=["account"])
+    after, _, _ = read(REPORT, fr, text)
+    assert after.get("declined", []) == declined
+    _, prop = step(REPORT, fr, text)
+    assert prop["name"] == ("ask_diet" if declined else "ask_account")
+    # a bare no to a yes/no question for a free-text value: none, the procedure goes on
+    fr = frame(REPORT, executed=["ask_account", "ask_diet"], asked=["diet"], slots={"account": "12345"})
+    after, prop = step(REPORT, fr, "Nope, nothing like that.")
+    assert after["declined"] == ["diet"] and prop["name"] == "ask_report"
+    # a value given later still fills the slot, and is used
+    after, _, _ = read(REPORT, frame(REPORT, executed=["ask_account", "ask_diet", "ask_report"], asked=["report"],
+                                     declined=["account"]), "my account is 998877 and someone took 500 dollars")
+    assert after["slots"].get("account") == "998877"
+
+
 
 # --- the executor node: repair patterns ------------------------------------------------------------------
 

@@ -61,8 +61,9 @@ def logs(tmp_path_factory, under, agent_context, under_store) -> Path:
         with open_checkpointer(d / f"cp-{name}.sqlite") as cp:
             graph = build_agent(ctx, checkpointer=cp)
             for i, (cid, pin) in enumerate(CUSTOMERS):
-                # asked for a token it cannot have, the user of the under-specified desk says so
-                _converse(graph, ctx, f"{name}-{i}", cid, pin, ("I don't know",) if name == "under" else ())
+                # asked for a token it cannot have, the user of the under-specified desk gives none (one who says
+                # they cannot give it hears the task cannot go on, and no call is tried: conversations/banking.yaml)
+                _converse(graph, ctx, f"{name}-{i}", cid, pin, ("You should have that, not me",) if name == "under" else ())
     return d
 
 

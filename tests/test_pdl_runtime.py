@@ -189,9 +189,23 @@ def test_cond_slot_is_stable():
     ("info_missing", {"__info_missing": True}, {}, True),
     ("correct", {"__last_message": "I think it is a snail"}, {"Answer": "snail"}, True),
     ("incorrect", {"__last_message": "a turtle?"}, {"Answer": "snail"}, True),
+    ("correct", {"__last_message": "3!?"}, {"Answer": "three"}, True),
+    ("correct", {"__last_message": "air lock"}, {"Answer": "airlock"}, True),
+    ("incorrect", {"__last_message": "13"}, {"Answer": "three"}, True),
 ])
 def test_compiled_flowchart_outcomes(label, values, results, expected):
     assert judge_condition(f"some question? -> {label}", values, results) is expected
+
+
+@pytest.mark.parametrize("said, label, expected", [
+    ("You can proceed.", "yes", True),
+    ("I need more detailed instructions here, I don't know the street", "no", True),
+    ("more detail please", "yes", False),
+    ("hmm", "yes", UNKNOWN),  # neither side named: the question is asked
+])
+def test_a_side_of_an_alternative_question_answers_it(said, label, expected):
+    q = "[simple instruction] Can I proceed or do you require more detailed instructions?"
+    assert judge_condition(f"{q} -> {label}", {"__last_message": said}, {}) is expected
 
 
 def test_loop_header_from_compiled_flowchart_is_entered():

@@ -69,6 +69,7 @@ def test_boolean_pending():
     assert fill("yes please", ["vip"]).values["vip"] is True
     assert fill("no, I'm not", ["vip"]).values["vip"] is False
     assert yes_no("Sure, go ahead") is True and yes_no("The blue one") is None
+    assert yes_no("go on") is yes_no("Continue, please") is yes_no("proceed") is True
 
 
 def test_ordinal_reference_to_last_results():
@@ -543,3 +544,24 @@ def test_a_volunteered_name_needs_the_asked_value_and_one_free_text_slot_missing
         *BOOK.model_dump()["slots"], {"name": "pickup", "description": "Pickup location"}]})
     assert named("30 and Mark", {}, ["party_size"], place) is None  # "Mark" may be the place
     assert named("30 and Mark", {"pickup": "Union Station"}, ["party_size"], place) == "Mark"
+
+
+def test_a_bare_number_nobody_asked_for_fills_an_empty_slot_but_replaces_no_value():
+    from dialogue.understanding.slots import slot_commands
+
+    quiz = Workflow.model_validate({"name": "quiz", "description": "Play a quiz.", "domain": "d", "role": "r",
+                                    "slots": [{"name": "QuestionNum", "type": "integer", "description": "Question Number"}],
+                                    "procedure": "ANSWER.ask()\n", "answers": [{"name": "ask", "template": "Ready?"}]})
+
+    def changes(text, slots):
+        cmds, _ = slot_commands(text, quiz, {"slots": slots}, [], 1)
+        return [(c.command, c.value) for c in cmds]
+
+    assert changes("two in the bush", {}) == [("set_slot", 2)]
+    assert changes("two in the bush", {"QuestionNum": 8}) == []  # the answer to question 8, not question 2
+    assert changes("question 9 please", {"QuestionNum": 8}) == [("correct_slot", 9)]
+    assert changes("actually make it 9", {"QuestionNum": 8}) == [("correct_slot", 9)]
+    # after a call with the value failed, a bare number for it is another try ("not available" - "try 700")
+    cmds, _ = slot_commands("oh man, try 700", quiz, {"slots": {"QuestionNum": 828}, "results": {"Message": "Unavailable"},
+                                                       "calls": [{"api": "q", "args": {"QuestionNum": 828}, "status": "ok"}]}, [], 1)
+    assert [(c.command, c.value) for c in cmds] == [("correct_slot", 700)]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .pdl import BUILTIN_CONDITION
-from .text import STOPWORDS, render_value, words
+from .text import NUMBER_WORDS, STOPWORDS, alternative_answer, render_value, words
 
 
 class _Unknown:
@@ -173,7 +173,29 @@ _NO_ANSWER = re.compile(r"\b(?:don'?t know|do not know|no idea|give up|not sure|
                         r"have no idea|i'?m stumped)\b", re.I)
 
 
-def _judge_outcome(label: str, scope: "Scope") -> Any:
+def _answer_tokens(text: str) -> list[str]:
+    return [str(NUMBER_WORDS.get(w, w)) for w in re.findall(r"[a-z0-9]+", text.lower())]
+
+
+def _says(said: str, expected: str) -> bool:
+    """Does the reply give the expected answer: its words in a row, read with numbers as digits and
+    spaces not counted ("3" for "three", "air lock" for "airlock"), not as part of another word ("13")."""
+    want = "".join(_answer_tokens(expected))
+    got = _answer_tokens(said)
+    if not want:
+        return False
+    for i in range(len(got)):
+        run = ""
+        for w in got[i:]:
+            run += w
+            if run in (want, want + "s", want + "es"):  # a plural is the same answer
+                return True
+            if not want.startswith(run):
+                break
+    return False
+
+
+def _judge_outcome(label: str, scope: "Scope", question: str = "") -> Any:
     """Compiled flowchart branches read ``"<question> -> <outcome label>"``: judge the outcome."""
     lab = label.strip().lower()
     results = scope.results
@@ -211,12 +233,11 @@ def _judge_outcome(label: str, scope: "Scope") -> Any:
             return False
         if not expected:
             return UNKNOWN
-        right = any(e in said for e in expected)
+        right = any(_says(said, e) for e in expected)
         return right == (lab == "correct")
     if lab in ("yes", "no"):
-        if scope.yesno is None:
-            return UNKNOWN
-        return scope.yesno == (lab == "yes")
+        yes = scope.yesno if scope.yesno is not None else alternative_answer(question, scope.last_message or "")
+        return UNKNOWN if yes is None else yes == (lab == "yes")
     return None  # not a known outcome: judge the text
 
 
@@ -230,7 +251,7 @@ def judge_condition(text: str, scope: "Scope") -> Any:
         return True
     if " -> " in text:
         question, label = text.rsplit(" -> ", 1)
-        judged = _judge_outcome(label, scope)
+        judged = _judge_outcome(label, scope, question)
         if judged is not None:
             return judged
         text = label.replace("_", " ")

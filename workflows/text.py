@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import MappingProxyType
 from typing import Any, Callable, Iterable
 
 WORD = re.compile(r"[a-z0-9']+")
@@ -31,9 +32,14 @@ would could can will do does did have has had like want need get go let lets tha
 im i'd id that'll bye goodbye hi hello hey else nothing more anything one some more also really
 """.split())
 
+# Number words read as numbers (the slot reader adds its own, "a couple"; a quiz answer "3" is "three")
+NUMBER_WORDS = MappingProxyType({w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())})
+
 # Affirmations and refusals at the start of a reply ("yes please", "sounds great", "no thanks", "I don't").
 _YES = (r"(yes|yeah|yep|yup|sure|ok|okay|alright|all right|absolutely|definitely|of course|correct|right|affirmative|"
-        r"that'?s right|true|perfect|great|sounds good|that works|please do|go ahead|fine|exactly|"
+        r"that'?s right|true|perfect|great|sounds good|that works|please do|go ahead|go on|continue|proceed|fine|exactly|"
         r"that would be (great|fantastic|perfect|nice|wonderful|lovely|good|awesome|amazing)|"
         r"(that )?sounds (great|perfect|fine|nice|wonderful|lovely))")
 _NO = r"(no|nope|nah|not|nothing|negative|false|don'?t|do not|i don'?t|i do not|i'?m not|i am not)"
@@ -117,6 +123,23 @@ def yes_no(text: str) -> bool | None:
     if YES_START.search(text or ""):
         return True
     return None
+
+
+_ALTERNATIVES = re.compile(r"^(?P<first>.+?)\s+or\s+(?P<second>[^?]+)\?\s*$", re.I | re.S)
+
+
+def alternative_answer(question: str, reply: str) -> bool | None:
+    """The answer to a yes/no question offered with an alternative ("Can I proceed or do you require more
+    detailed instructions?") when the reply names one side instead of saying yes or no: True when it
+    shares words only with the question's own side ("you can proceed"), False when only with the
+    alternative ("I need more detailed instructions"), else None.  Placeholders in brackets are no words."""
+    m = _ALTERNATIVES.match(re.sub(r"\[[^\]]*\]", " ", question or "").strip())
+    if not m:
+        return None
+    said = stemmed(content_words(reply or ""))
+    first = said & stemmed(content_words(m["first"]))
+    second = said & stemmed(content_words(m["second"]))
+    return None if bool(first) == bool(second) else bool(first)
 
 
 def confirms(text: str) -> bool:

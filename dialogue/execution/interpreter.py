@@ -192,6 +192,7 @@ class _Walk:
         self._skip = skip
         self._scope: Scope = scope_of(frame, reading)  # type: ignore[arg-type]
         self._executed = list(frame.get("executed") or [])
+        self._declined = frozenset(frame.get("declined") or ())
         self._values = self._scope.values
         self._results = self._scope.results
         self._slots = self._scope.slots
@@ -288,6 +289,9 @@ class _Walk:
                 # a question for only the rest is still this node (recorded under its name), so a later
                 # ``request_information`` in the procedure is not taken as already asked
                 if asked:  # asked, not (fully) answered: ask again in its own words, or precisely for the rest
+                    missing = [t for t in missing if t not in self._declined]
+                    if not missing:
+                        return None  # the user said they cannot give it: go on without it
                     if len(targets) == 1:
                         return NextAction("answer", call.name, slots=missing, line=call.line)
                     return NextAction("ask", call.name, slots=missing, line=call.line)

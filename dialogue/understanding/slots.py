@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workflows.pdl import Slot, Workflow
+from workflows.semantics import result_polarity
 from workflows.text import FILLERS, STOPWORDS, yes_no
+from workflows.text import NUMBER_WORDS as text_numbers
 
 from .spans import Target, load_spans, slot_words
 
-NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-NUMBER_WORDS.update({"a couple": 2, "couple": 2, "single": 1, "thirty": 30, "forty": 40, "fifty": 50})
+NUMBER_WORDS = {**text_numbers, "a couple": 2, "couple": 2, "single": 1, "thirty": 30, "forty": 40, "fifty": 50}
 _TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
          "ninety": 90}
 _SCALES = {"hundred": 100, "thousand": 1000}
@@ -787,8 +786,11 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                           and _STRONG.search(f"{o.name} {o.description}")]
                 if people and s.name not in people and n[2]:
                     continue
-                if is_pending or _STRONG.search(src) or len(pending) == 0:
-                    out.set(s.name, n[0], 0.9 if is_pending else 0.7), take(n[1])
+                strong = bool(_STRONG.search(src))
+                if is_pending or strong or len(pending) == 0:
+                    # a bare number nobody asked for fills an empty slot but is too weak to replace a value
+                    # given before ("two in the bush", the answer to a quiz question, is not question 2)
+                    out.set(s.name, n[0], 0.9 if is_pending else 0.7 if strong else UNLABELLED), take(n[1])
             elif kind == "boolean" and is_pending and out.yesno is not None:
                 out.set(s.name, out.yesno, 0.9)
     # references with the shape of a free-text slot's examples, asked or not ("TX-5003 and TX-5004" for
@@ -1102,6 +1104,7 @@ def free_value(message: str, kind: str, slot: Slot | None = None) -> str | None:
 # --- the slot commands of a turn -------------------------------------------------------------------
 
 MIN_CONF_NEW, MIN_CONF_CHANGE = 0.5, 0.7
+UNLABELLED = 0.6  # a value read without a label or a question for it: enough for an empty slot, not for a change
 WH_QUESTION = re.compile(r"(?:\W*(?:and|so|oh|also|btw|by the way|sorry|hey|ok|okay)\W+)*"
                          r"(?:what|when|where|which|who|why|how)\b(?!\s+about\b)", re.I)
 
@@ -1173,6 +1176,18 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
     return out
 
 
+def retried_slots(frame: dict) -> set[str]:
+    """The arguments of the frame's last call when it failed or its result says it did not work out
+    ("Unavailable", "Reservation Failed"): a value the user gives for one now is another try."""
+    calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
+    if not calls:
+        return set()
+    last = calls[-1]
+    if last.get("status") == "error" or result_polarity(frame.get("results") or {}) is False:
+        return set(last.get("args") or {})
+    return set()
+
+
 def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str], turn: int,
                   skip_free_text: bool = False, today: dt.date | None = None) -> tuple[list, Filled]:
     """SetSlot / CorrectSlot commands for the active frame from the user's message.
@@ -1196,6 +1211,10 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
     # a question for information ("what time do you close tonight?") changes no value the user gave;
     # "what about 8pm?" / "can we do tonight instead?" propose one
     inquiry = bool(WH_QUESTION.match(message.strip())) and "?" in message
+    # a message that says it corrects ("actually we're 4 now") changes a value on the evidence a new one needs,
+    # and so does a value for the last call after it failed ("not available any more" - "oh man, try 700")
+    change = MIN_CONF_NEW if CORRECTION.search(message) else MIN_CONF_CHANGE
+    retry = retried_slots(frame)
     out: list = []
     for name, value in found.values.items():
         conf = found.confidence.get(name, 0)
@@ -1203,7 +1222,8 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
         if old is None or old == "":
             if conf >= MIN_CONF_NEW:
                 out.append(SetSlot(slot=name, value=value, confidence=round(conf, 3), turn=turn))
-        elif str(old).lower() != str(value).lower() and (conf >= MIN_CONF_CHANGE or name in asked) \
+        elif str(old).lower() != str(value).lower() and (conf >= change or name in asked or
+                                                          name in retry and conf >= MIN_CONF_NEW) \
                 and not (inquiry and name not in asked):
             out.append(CorrectSlot(slot=name, value=value, previous=old, confidence=round(conf, 3), turn=turn))
     return out, found

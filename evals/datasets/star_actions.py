@@ -98,6 +98,7 @@ def replay(d: dict, library, interps: dict | None = None) -> Iterator[WizardStep
     from dialogue.frames import Frame, new_frame
     from dialogue.turn import make_env, read_turn
     from dialogue.understanding.navigation import reading_of
+    from nodes.respond import asked_slots
 
     interps = {} if interps is None else interps
 
@@ -178,6 +179,7 @@ def replay(d: dict, library, interps: dict | None = None) -> Iterator[WizardStep
             messages.append(AIMessage("", tool_calls=[{"name": api, "args": args, "id": f"q{i}", "type": "tool_call"}]))
         else:
             name = answer_name(wf, label)
-            asked = [s for s in interp_of(active).implied_targets(name) if not (f.get("slots") or {}).get(s)]
+            interp = interp_of(active)  # what the question asks, as the graph's ``respond`` records it
+            asked = asked_slots(wf, interp.procedure, name, {}, f.get("slots") or {}, interp.implied_targets(name))
             frames[active] = Frame(**{**f, "executed": [*(f.get("executed") or []), name], "asked": asked})
             messages.append(AIMessage(e.get("Text") or ""))
