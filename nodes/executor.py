@@ -164,7 +164,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     waiting = declined_required(wf, frame)
     if waiting:
         described = [(wf.slot(p).description if wf.slot(p) else "") or humanize(p) for p in waiting]
-        stuck = pattern_reply(res, "pattern_cannot_continue", lower_first(wf.display_name),
+        stuck = pattern_reply(res, "pattern_cannot_continue" + ("_many" if len(waiting) > 1 else ""),
+                              lower_first(wf.display_name),
                               values=render_value([_yours(d.split(",")[0]) for d in described]))
         if not any(same(stuck, r) for r in rejected):
             return {"proposal": stuck}
