@@ -2,8 +2,8 @@
 evaluations that replay dialogues, so both run the same code.
 
 ``read_turn`` emits and applies ``SetSlot`` / ``CorrectSlot`` (slot filling), records the user's
-yes/no to a pending natural-language condition, and emits ``OutOfScope`` for a side question the
-workflow cannot answer while it waits for an answer.
+yes/no to a pending natural-language condition and the asked values the reply declines (``Frame.declined``),
+and emits ``OutOfScope`` for a side question the workflow cannot answer while it waits for an answer.
 """
 
 from __future__ import annotations
