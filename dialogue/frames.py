@@ -105,6 +105,18 @@ def irreversible_made(frame: Frame | None, workflow: Any) -> bool:
                for c in successful_calls(frame))
 
 
+def declined_required(frame: Frame, workflow: Any) -> list[str]:
+    """The values a call still ahead requires that the user said they cannot give (``Frame.declined``): the
+    task cannot go on without them, so the user hears that instead of the question again (the executor's
+    ``pattern_cannot_continue``).  ``workflow``: the frame's ``Workflow``."""
+    declined = set(frame.get("declined") or ())
+    if not declined:
+        return []
+    slots, executed = frame.get("slots") or {}, set(frame.get("executed") or [])
+    return list(dict.fromkeys(p for api in workflow.apis if api.name not in executed for p in api.required_params
+                              if p in declined and slots.get(p) in (None, "")))
+
+
 def fingerprint(frame: Frame | None) -> str:
     """What a controller's verdict depended on: nodes run, slot values, results and calls made."""
     frame = frame or {}

@@ -100,5 +100,6 @@ def _declined(asked: list[str], reading: dict, values: dict, frame: Frame | None
     open_ = [a for a in asked if not is_condition_key(a) and slots.get(a) in (None, "")]
     # "I don't have my customer number" declines that one of the values asked together, not the PIN
     said = stemmed(content_words(reading.get("text") or ""))
-    named = [a for a in open_ if (s := wf.slot(a)) is not None and said & stemmed(content_words(f"{a} {s.description}"))]
+    named = [a for a in open_
+             if (s := wf.slot(a)) is not None and said & stemmed(content_words(f"{a} {s.description}"))]
     return named or open_

@@ -20,8 +20,8 @@ from dialogue.execution import policy_llm
 from dialogue.execution.policy_learned import load_policy
 from dialogue.execution.interpreter import NextAction
 from dialogue.execution.policy_offline import GOODBYE, closing_answer, decide, next_proposal, same
-from dialogue.execution.replies import answer_text, proposal_for
-from dialogue.frames import fingerprint, top
+from dialogue.execution.replies import answer_text, proposal_for, slot_phrase
+from dialogue.frames import declined_required, fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
 from graph.state import State, given_slots, turn_commands
@@ -34,23 +34,6 @@ def pattern_reply(res: Resources, name: str, flow: str = "", **values: str) -> d
     ``name`` is the pattern's, or one of its answers'."""
     wf = res.patterns.workflows.get(name) or next(w for w in res.patterns.workflows.values() if w.answer(name))
     return {"kind": "reply", "name": name, "text": answer_text(wf, name, {"flow": flow, **values})}
-
-
-def _yours(description: str) -> str:
-    """A slot's description as the user's ("Customer number" -> "your customer number")."""
-    d = lower_first(description.strip())
-    return d if re.match(r"(?:the|a|an|your)\b", d) else f"your {d}"
-
-
-def declined_required(wf, frame: dict) -> list[str]:
-    """The values a call still ahead requires that the user said they cannot give (``Frame.declined``):
-    the task cannot go on without them, so the user hears that instead of the question again."""
-    declined = set(frame.get("declined") or ())
-    if not declined:
-        return []
-    slots, executed = frame.get("slots") or {}, set(frame.get("executed") or [])
-    return list(dict.fromkeys(p for api in wf.apis if api.name not in executed for p in api.required_params
-                              if p in declined and slots.get(p) in (None, "")))
 
 
 def coverage(library, examples: int = 4) -> str:
@@ -161,12 +144,12 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             if own else pattern_reply(res, "pattern_close" if GOODBYE.search(message) else "pattern_close_task")
         if not any(same(ending, r) for r in rejected):
             return {"proposal": {**ending, "completes": True}}
-    waiting = declined_required(wf, frame)
+    waiting = declined_required(frame, wf)
     if waiting:
-        described = [(wf.slot(p).description if wf.slot(p) else "") or humanize(p) for p in waiting]
+        # named as the questions name them, as the user's own ("the customer number" -> "your customer number")
+        yours = [re.sub(r"^the ", "your ", slot_phrase(wf, p)) for p in waiting]
         stuck = pattern_reply(res, "pattern_cannot_continue" + ("_many" if len(waiting) > 1 else ""),
-                              lower_first(wf.display_name),
-                              values=render_value([_yours(d.split(",")[0]) for d in described]))
+                              lower_first(wf.display_name), values=render_value(yours))
         if not any(same(stuck, r) for r in rejected):
             return {"proposal": stuck}
     # repair patterns that continue with the workflow's next question (the message is no slot value)

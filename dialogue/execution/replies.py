@@ -20,25 +20,29 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:12]}"
 
 
+def slot_phrase(wf: Workflow, name: str) -> str:
+    """A slot as the agent names it to the user: "the order number", "which item goes back" (its questions,
+    and what a task waits for: ``pattern_cannot_continue``)."""
+    s = wf.slot(name)
+    # The description's first clause ("The location where the user wants to find a restaurant. City +
+    # District ..." -> "location where you want to find a restaurant"), else the source's own name
+    # (``Slot.title``: "from", not "from_"), else the name.
+    desc = (re.split(r"[,(]|\.\s", s.description)[0].strip().rstrip(".") if s and s.description
+            else s.title if s and s.title else humanize(name))
+    desc = re.sub(r"^(?:the|a|an)\s+", "", desc, flags=re.I)
+    desc = re.sub(r"\bthe (?:user|customer)'s\b", "your", desc, flags=re.I)
+    desc = re.sub(r"\bthe (?:user|customer) (want|intend|need)s\b", r"you \1", desc, flags=re.I)
+    desc = re.sub(r"\bthe (?:user|customer) (?:is|are)\b", "you are", desc, flags=re.I)
+    desc = re.sub(r"\bthe (?:user|customer) (should|would|can|could|will|may|must)\b", r"you \1", desc, flags=re.I)
+    if re.match(r"(?:why|how|when|where|whether)\b", desc, re.I):  # "why the customer cancels": a verb follows
+        desc = re.sub(r"\bthe (?:user|customer) ([a-z]+?)s\b", r"you \1", desc, flags=re.I)
+    part = lower_first(desc) if desc else humanize(name)
+    # "the order number", but "which item goes back" / "why it is returned" take no article
+    return part if re.match(r"(?:which|what|why|how|where|when|who|whether)\b", part) else f"the {part}"
+
+
 def question_for(wf: Workflow, slots: list[str]) -> str:
-    parts = []
-    for name in slots:
-        s = wf.slot(name)
-        # The description's first clause ("The location where the user wants to find a restaurant. City +
-        # District ..." -> "location where you want to find a restaurant"), else the source's own name
-        # (``Slot.title``: "from", not "from_"), else the name.
-        desc = (re.split(r"[,(]|\.\s", s.description)[0].strip().rstrip(".") if s and s.description
-                else s.title if s and s.title else humanize(name))
-        desc = re.sub(r"^(?:the|a|an)\s+", "", desc, flags=re.I)
-        desc = re.sub(r"\bthe (?:user|customer)'s\b", "your", desc, flags=re.I)
-        desc = re.sub(r"\bthe (?:user|customer) (want|intend|need)s\b", r"you \1", desc, flags=re.I)
-        desc = re.sub(r"\bthe (?:user|customer) (?:is|are)\b", "you are", desc, flags=re.I)
-        desc = re.sub(r"\bthe (?:user|customer) (should|would|can|could|will|may|must)\b", r"you \1", desc, flags=re.I)
-        if re.match(r"(?:why|how|when|where|whether)\b", desc, re.I):  # "why the customer cancels": a verb follows
-            desc = re.sub(r"\bthe (?:user|customer) ([a-z]+?)s\b", r"you \1", desc, flags=re.I)
-        part = lower_first(desc) if desc else humanize(name)
-        # "the order number", but "which item goes back" / "why it is returned" take no article
-        parts.append(part if re.match(r"(?:which|what|why|how|where|when|who|whether)\b", part) else f"the {part}")
+    parts = [slot_phrase(wf, name) for name in slots]
     if not parts:
         return "Could you tell me a bit more about what you need?"
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
