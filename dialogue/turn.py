@@ -21,8 +21,9 @@ from .frames import Frame, irreversible_made, top
 from .understanding.navigation import is_instruction
 from .understanding.slots import slot_commands
 
-# commands that only navigate (or say the message is no language): the message is not read as slot values
-NAVIGATION = frozenset({"resume_flow", "cancel_flow", "human_handoff", "clarify", "not_understood", "capabilities"})
+# commands that only navigate (or say the message is no language): the message is not read as slot values.
+# A resumed task does read it: "ok, now the transfer please. C-1001 pin 4821" goes back and answers.
+NAVIGATION = frozenset({"cancel_flow", "human_handoff", "clarify", "not_understood", "capabilities"})
 
 
 def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter],

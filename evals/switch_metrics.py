@@ -9,7 +9,8 @@
   iff the gold equals the previous gold).  Switch recall/precision use the same two booleans.
 - searches per turn, and the reduction against retrieving on every turn (1 - searches/turn).
 - latency per turn (detector + retrieval), p50 and p95 in milliseconds.
-The predicted list on a STAY turn is ``[active workflow]`` (``[]`` when none or out of scope).
+The predicted list on a STAY turn is ``[active workflow]`` (``[]`` when none or out of scope); the
+closed loop (``evals/switch_loop.py``) ranks the active pick's belief after it.
 """
 
 from __future__ import annotations

@@ -86,7 +86,9 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "",
                              finished=finished, idle=not stack)
-    if ctx.revise and wf is not None:  # re-verify the active workflow's pick on this turn (belief)
+    # re-verify the active workflow's pick on this turn (belief); not on a thanks once the task has run to its
+    # end (its calls are made: the words since the pick would only turn it into another task)
+    if ctx.revise and wf is not None and not (finished and v.features.get("wrap_up")):
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, scorer(text))
         seen = [f["workflow"] for f in stack]

@@ -26,6 +26,29 @@ def test_pick_by_overlap_recency_and_refusal():
     assert pick("back to my parcel refund", stack, DESCRIBE) is None  # names nothing stacked
 
 
+def test_the_one_waiting_task_is_resumed_in_the_users_own_words():
+    """With one task waiting, "back to" names it however the user puts it; "continue with booking" may
+    go on with the active one, and a turn the detector reads as a new request may start another task."""
+    assert pick("ok back to the dinner - put it under Lucia Romero", ["book_table"], DESCRIBE) == "book_table"
+    assert pick("Yes, confirmed, continue with it.", ["track_order"], DESCRIBE) is None
+    assert pick("thanks now can we go back and rent that previous car?", ["track_order"], DESCRIBE,
+                searching=True) is None
+    assert pick("ok back to the dinner", ["book_hotel", "track_order"], DESCRIBE) is None  # several: name it
+
+
+def test_giving_up_in_other_words_and_what_is_not_giving_up():
+    from dialogue.understanding.navigation import CANCEL, _gives_up
+
+    booking = "book_table Book a table"
+    for text in ("scratch that", "actually I don't want to transfer anymore", "cancel that please, I changed my mind"):
+        assert _gives_up(text, booking), text
+    assert not _gives_up("cancel my order ORD-7001", booking)  # may be another task
+    assert not _gives_up("can I cancel it?", booking, finished=True)  # what the finished task did
+    assert not _gives_up("cancel it, I changed my mind", "cancel_order Cancel an order")  # its request and reason
+    for text in ("I'll drop it off on the 7th of March", "continue with the booking", "stop at the bank first"):
+        assert not CANCEL.search(text), text
+
+
 def test_choose_by_number_ordinal_name_and_words():
     options = ["book_table", "track_order", "book_hotel"]
     assert choose("2", options, DESCRIBE) == "track_order"

@@ -106,6 +106,25 @@ def test_metrics_and_error_categories():
     assert m["switch_recall"] == pytest.approx(0.5) and m["switch_recall_no_first"] == pytest.approx(0.0)
 
 
+def test_a_turn_without_a_search_is_ranked_by_the_active_picks_belief():
+    """MAP@5 reads the agent's ranking: after a STAY, the active workflow and then the alternatives its
+    belief still holds, most probable first; ``map_active_only`` keeps the active workflow alone there."""
+    from dialogue.frames import new_frame
+    from evals.switch_loop import LoopTurn, believed, loop_metrics, to_record
+
+    frame = {**new_frame("book_table", 1), "belief": {"book_table": -0.2, "track_order": -3.0, "cancel_order": -1.1}}
+    ranking = believed({"stack": [frame]})
+    assert ranking == ["book_table", "cancel_order", "track_order"] and believed({"stack": []}) == []
+    stay = LoopTurn("d", 1, "cancel_order", "book_table", "book_table", "book_table", "STAY", [], ranking,
+                    False, False, False, 1.0)
+    search = LoopTurn("d", 2, "track_order", "book_table", "book_table", "book_table", "SEARCH", [],
+                      ["book_table", "track_order"], False, False, False, 1.0)
+    assert to_record(stay).predicted == ranking
+    m = loop_metrics([stay, search])
+    assert m["top1"] == 0.0
+    assert m["map"] == pytest.approx((1 / 2 + 1 / 2) / 2) and m["map_active_only"] == pytest.approx((0 + 1 / 2) / 2)
+
+
 def test_revise_flow_replaces_the_frame_and_keeps_fitting_slots():
     from dialogue.commands import ReviseFlow, VerifyFlow, apply_all
     from dialogue.frames import new_frame

@@ -16,9 +16,10 @@ from .policy_offline import Verdict
 BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:with|the|my)|carry on|"
                   r"pick up where|where (?:we (?:were|left)|were we)|finish(?:ing)? (?:\w+ing )?(?:the|my|up|it|that)|"
                   r"now (?:the|my)\b)", re.I)
-CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|stop (?:this|that|it)|"
-                    r"i changed my mind|start (?:over|again|afresh)|(?:don'?t|do not) want to (?:do|continue|go on with|"
-                    r"go ahead with) (?:this|that|it))\b|^\W*stop\b(?!\s+(?:at|by|in|on|near|over)\b)", re.I)
+GO_BACK = re.compile(r"\b(?:back to|go back|get back|return to)\b", re.I)
+CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|(?:stop|scratch) (?:this|that|it)|"
+                    r"i changed my mind|start (?:over|again|afresh)|(?:don'?t|do not) want to (?:do|continue|"
+                    r"go on with|go ahead with) (?:this|that|it)|(?:don'?t|do not) (?:want|need) to (?:\w+ ){1,3}any ?more)\b|^\W*stop\b(?!\s+(?:at|by|in|on|near|over)\b)", re.I)
 ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
 _PERSON = r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)"
 HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
@@ -45,15 +46,21 @@ def _stems(text: str) -> set[str]:
     return {w[:4] for w in content_words(text.replace("_", " ")) if w not in FILLERS and w not in _NAVIGATION}
 
 
-def pick_resume(text: str, stacked: list[str], describe: dict[str, str]) -> str | None:
+def pick_resume(text: str, stacked: list[str], describe: dict[str, str], searching: bool = False) -> str | None:
     """The interrupted workflow the user refers to ("back to the booking"; a bare "let's go back" takes
-    the most recent one); None when the turn does not ask to go back."""
+    the most recent one); None when the turn does not ask to go back.  ``searching``: the detector reads a
+    new request in the turn ("can we go back and book that car?" may be another task than the one waiting)."""
     if not stacked or not BACK.search(text):
         return None
     said = _stems(text)
     best, shared = _most_named(said, stacked, describe)
     if shared > 0:
         return best
+    # nothing named: the one task waiting when the turn says it goes back ("ok back to the dinner - put it
+    # under Lucia Romero": the words name it their own way; "continue with booking" may go on with this one),
+    # or, with several, the most recent when the turn says nothing else
+    if len(stacked) == 1 and not searching and GO_BACK.search(text):
+        return stacked[-1]
     return stacked[-1] if not (said - _stems("continue resume return pick carry where left were up")) else None
 
 
@@ -94,7 +101,7 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
         return [HumanHandoff(turn=turn)]
     if CAPABILITIES.search(text):
         return [AskCapabilities(turn=turn)]
-    target = pick_resume(text, stacked, describe)
+    target = pick_resume(text, stacked, describe, verdict.action == "SEARCH")
     if target is None and finished and verdict.action != "SEARCH":
         target = names_interrupted(text, stacked, describe, active_about)
     if target is not None:
@@ -102,7 +109,7 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
     # Giving up ("never mind", "forget it", "let's stop here, I changed my mind") wins
     # over a search the words of the active task would start again; "cancel X" may be a new task, so it
     # only cancels when no search was read (below)
-    if active and verdict.action == "SEARCH" and _gives_up(text, active_about):
+    if active and verdict.action == "SEARCH" and _gives_up(text, active_about, finished):
         # "never mind the restaurant, I need a hotel in porto instead": the request after giving up starts
         instead = _request_after(text)
         return [CancelFlow(workflow=active, turn=turn)] + ([StartFlow(
@@ -116,7 +123,8 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
                           source=verdict.policy)]
     out: list[Command] = []
     said, abandons = CANCEL.search(text), bool(ABANDON.search(text))
-    if active and (abandons or said and not re.search(r"cancel", active_about, re.I)):
+    if active and (abandons or said and (not re.search(r"cancel", active_about, re.I)
+                                         or _gives_up(text, active_about, finished))):
         if finished and not abandons and said and said.group(0).lower().startswith("cancel"):
             # "can I cancel it?" once the task is done: cancelling what it did (the order), a new task
             return [StartFlow(query=verdict.self_query or text, confidence=round(verdict.confidence, 3), turn=turn,
@@ -149,15 +157,25 @@ def _names_active(text: str, active_about: str) -> bool:
     return not said or bool(said & _stems(active_about))
 
 
-def _gives_up(text: str, active_about: str) -> bool:
+def _gives_up(text: str, active_about: str, finished: bool = False) -> bool:
     """The turn abandons the active task: "never mind" / "forget it", or a cancel marker that is not the
-    word "cancel" itself (in a workflow that is not itself about cancelling)."""
+    word "cancel" itself (in a workflow that is not itself about cancelling); "cancel that" only while
+    the task is under way."""
     if ABANDON.search(text):
         return True
-    m = CANCEL.search(text)
-    return bool(m and not m.group(0).lower().startswith("cancel") and not re.search(r"cancel", active_about, re.I))
+    # any marker but the word "cancel": "cancel my order" may ask for another task, and so may "can I cancel
+    # it?" once the task is done (what it did, the order); under way, "cancel that" points at the task itself.
+    # In a task about cancelling, "cancel it" is its request and "I changed my mind" its reason.
+    about_cancelling = bool(re.search(r"cancel", active_about, re.I))
+    for m in CANCEL.finditer(text):
+        g = m.group(0).lower()
+        if about_cancelling and (g.startswith("cancel") or "mind" in g):
+            continue
+        if not g.startswith("cancel") or g != "cancel" and not finished:
+            return True
+    return False
 
 
 def _closing(verdict: Verdict) -> bool:
     f = verdict.features
-    return bool(f.get("ends_task")) or bool(f.get("closing")) and not f.get("chit_chat")
+    return bool(f.get("ends_task")) or bool(f.get("closing"))  # ("thank you so much, goodbye": a goodbye)

@@ -192,6 +192,10 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     if (feats["closing"] or feats["chit_chat"]) and not in_scope_request and feats["content_words"] <= 3:
         if active is None:
             return verdict("STAY", 0.9, oos=True, why="out of scope: closing or small talk")
+        fx["wrap_up"] = 1.0  # (says nothing of which task the user is on: no re-verification either)
+        if finished and feats["closing"]:  # "thanks, that's all, bye!" once the task has run to its end
+            fx["ends_task"] = 1.0
+            return verdict("STAY", 0.9, oos=True, why="out of scope: the user ends the finished task")
         return verdict("STAY", 0.85, why="small talk or wrap-up inside the active workflow")
     # A bare yes/no when no workflow waits for one ("Yes, go ahead" after the booking is made) agrees to
     # nothing: there is no task in it to search for.
@@ -224,9 +228,13 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     # active workflow's own words do not cover, and retrieval clearly prefers a workflow of another
     # role (a side remark near the active task — "is parking free there?" — is not a new task).
     fx["foreign"] = foreign_share(turn, workflow)
-    asks = bool(QUESTION.search(turn)) or bool(feats["request"]) or bool(feats["cue"])
+    question = bool(QUESTION.search(turn))
+    asks = question or bool(feats["request"]) or bool(feats["cue"])
     elsewhere = bool(info.get("top")) and (roles or {}).get(info.get("top")) not in (None, workflow.role)
-    if params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and ret >= 0.5 \
+    # a question the user announces as an aside ("one more thing before that, where is ...?") needs only
+    # retrieval to lean elsewhere; any other turn, retrieval to prefer another workflow clearly
+    leans = ret >= 0.5 or (question and feats["cue"] and ret > 0)
+    if params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and leans \
             and elsewhere:
         return verdict("SEARCH", 0.8, why=f"a digression: another workflow fits better ({info.get('top')})")
     s = (params.w_request * feats["request"] + params.w_cue * feats["cue"] + params.w_verb * feats["verb_shift"]
