@@ -9,6 +9,7 @@ and emits ``OutOfScope`` for a side question the workflow cannot answer while it
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Mapping
 
 from workflows.pdl import Workflow
@@ -75,6 +76,9 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
                                  skip_free_text="skip_question" in kinds or instruction, today=env.today)
     stack = apply_all(stack, added, env)
     frame = top(stack)
+    if frame is not None and (again := same_as_before(text, wf, frame, stack, env)):
+        stack, added = apply_all(stack, again, env), [*added, *again]
+        frame = top(stack)
     conds = [a for a in asked if is_condition_key(a)]
     if conds and reading.get("yesno") is not None and frame is not None:
         frame = Frame(**{**frame, "conditions": {**(frame.get("conditions") or {}),
@@ -88,6 +92,33 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     if asked and not found.values and found.is_question and found.yesno is None and not related:
         added = [*added, OutOfScope(turn=env.turn)]  # a side question while the workflow waits for an answer
     return stack, added
+
+
+# "same customer number and pin", "the same details as before", "same as last time"
+SAME = re.compile(r"\b(?:the\s+)?same\s+(?P<what>(?:[a-z-]+\s*,?\s*(?:and\s+|&\s*)?){0,6})", re.I)
+_SAME_STOP = frozenset("as before last time one ones again details info information please thanks".split())
+
+
+def same_as_before(text: str, wf: Workflow, frame: Frame, stack: list[Frame], env: ApplyEnv) -> list[Command]:
+    """Values the user says are the same as before ("same customer number and pin"): the frame's missing
+    slots the phrase names (or all of them when it names none: "the same details"), each from the most
+    recent other frame of the conversation that holds a value under that slot's name."""
+    from .commands import SetSlot
+
+    m = SAME.search(text or "")
+    if m is None:
+        return []
+    said = stemmed(content_words(m.group("what"))) - _SAME_STOP
+    slots = frame.get("slots") or {}
+    missing = [s for s in wf.slots if slots.get(s.name) in (None, "")]
+    named = [s for s in missing if said & stemmed(content_words(f"{s.name.replace('_', ' ')} {s.description}"))]
+    out: list[Command] = []
+    for s in named or (missing if not said else []):
+        value = next(((f.get("slots") or {}).get(s.name) for f in reversed(stack)
+                      if f is not frame and (f.get("slots") or {}).get(s.name) not in (None, "")), None)
+        if value is not None and env.takes(wf.name, s.name, value):
+            out.append(SetSlot(slot=s.name, value=value, turn=env.turn))
+    return out
 
 
 def _declined(asked: list[str], reading: dict, values: dict, frame: Frame | None, wf: Workflow) -> list[str]:

@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from dialogue.commands import ApplyEnv, apply_all, dump
 from dialogue.frames import Frame, top
 from dialogue.turn import NAVIGATION, make_env, read_turn
+from dialogue.understanding.navigation import after_going_back
 from graph.context import Context
 from graph.resources import Resources, get_resources
 from graph.state import State, turn_commands
@@ -60,6 +61,8 @@ def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         stack, added = _read_queued(stack, queued[-1], res, reading, kinds, env)
         first = next(c for c in commands if c.get("command") == "start_flow" and c.get("workflow") and not c.get("queued"))
         reading = {**reading, "text": first.get("query") or reading.get("text")}
+    if "resume_flow" in kinds:  # the resumed task reads what the turn says after the way back
+        reading = {**reading, "text": after_going_back(reading.get("text") or "")}
     if wf is not None and not navigates:
         stack, more = read_turn(stack, wf, res.interpreters[wf.name], reading, kinds, env)
         added = [*added, *more]

@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from dialogue.commands import NotUnderstood, dump
 from dialogue.frames import interrupted
 from dialogue.turn import make_env, open_frame
-from dialogue.understanding.belief import revision_commands
+from dialogue.understanding.belief import is_correction, revision_commands
 from dialogue.understanding.features import split_history
 from dialogue.understanding.navigation import reading_of, turn_commands
 from dialogue.understanding.policy_llm import decide
@@ -86,9 +86,10 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     commands = turn_commands(v, text, turn, active=active, asked=asked, stacked=stacked, describe=describe,
                              active_about=f"{wf.name} {wf.description}" if wf is not None else "",
                              finished=finished, idle=not stack)
-    # re-verify the active workflow's pick on this turn (belief); not on a thanks once the task has run to its
-    # end (its calls are made: the words since the pick would only turn it into another task)
-    if ctx.revise and wf is not None and not (finished and v.features.get("wrap_up")):
+    # re-verify the active workflow's pick on this turn (belief) — not once the task has run to its end unless
+    # the user says the pick was wrong: its calls are made and answered, and a follow-up ("and the savings
+    # one?", "thanks, bye") would only turn it into another task; a new task is a search
+    if ctx.revise and wf is not None and not (finished and not is_correction(text)):
         _, agent, _ = split_history(messages)
         ev = evidence(text, agent, scorer(text))
         seen = [f["workflow"] for f in stack]

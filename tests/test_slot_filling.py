@@ -154,6 +154,14 @@ def test_full_first_message_fills_every_slot_including_the_name():
     assert fill("Book Luigi's for 2 people at 8pm for Grace Hopper, just book it").values["guest_name"] == "Grace Hopper"
 
 
+def test_a_name_after_the_bare_word_name_and_a_party_of_one():
+    f = fill("book me a table at Luigi's tonight at 8 for 2, name Ben Ortiz")
+    assert f.values["guest_name"] == "Ben Ortiz" and f.values["party_size"] == 2
+    assert fill("a table at Luigi's for a friend named Ada Lovelace").values["guest_name"] == "Ada Lovelace"
+    for msg in ("from friday at 8, just me", "only me this time", "I'll be dining alone at 8"):
+        assert fill(msg).values["party_size"] == 1, msg
+
+
 @pytest.mark.parametrize("msg", ["Sorry, I meant Saturday, same time", "Wait, we'll be 8 people, not 4",
                                  "Oh wait, where is my order ORD-7002? My email is a@b.org"])
 def test_pending_name_does_not_take_a_correction_or_a_question(msg):

@@ -47,7 +47,8 @@ REQUEST = re.compile(r"\b(where is my|where's my|(what is|what's) the status of 
 # An imperative intent verb opening the turn or a clause ("book it now", "ok, now get me a cab").
 IMPERATIVE = re.compile(r"(^|[.!?,;]\s*|\b(now|then|so|and|also|ok|okay|great|good|perfect)\W+)(please\s+)?"
                         r"(book|reserve|find|search|look up|check(?!\s*-?\s*(in|out)\b)|get me|order|cancel|schedule|send|call|buy|"
-                        r"purchase|play|transfer|file|report|rsvp|rent|make (a|an|me)|tell me|show me|put|add|set up|track)\b", re.I)
+                        r"purchase|play|transfer|move|pay|block|refund|update|file|report|rsvp|rent|make (a|an|me)|tell me|show me|put|add|"
+                        r"set up|track)\b", re.I)
 QUESTION = re.compile(r"\?|^\W*(what|which|when|where|who|how|do|does|did|is|are|can|could|would|will|may|"
                       r"please (provide|tell|confirm|give|let))\b", re.I)
 NUMBERISH = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|noon|midnight|"

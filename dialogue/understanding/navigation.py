@@ -64,6 +64,15 @@ def pick_resume(text: str, stacked: list[str], describe: dict[str, str], searchi
     return stacked[-1] if not (said - _stems("continue resume return pick carry where left were up")) else None
 
 
+def after_going_back(text: str) -> str:
+    """What a turn that goes back says after the way back ("right, back to the address change: it's 2 Mill
+    Lane" -> "it's 2 Mill Lane"): the resumed task's answer, read without the navigation words (which would
+    make it an instruction, not an answer).  The whole turn when nothing follows the way back."""
+    m = BACK.search(text)
+    rest = re.split(r"[:;,.!?]|\s[-–]\s", text[m.end():], maxsplit=1) if m else []
+    return rest[1].strip() if len(rest) > 1 and rest[1].strip() else text
+
+
 def names_interrupted(text: str, stacked: list[str], describe: dict[str, str], active_about: str) -> str | None:
     """With the active task done and no new request read, a turn that names an interrupted task ("as I was
     saying, the table", "so, the restaurant?") goes back to it: the interrupted workflow whose name and
@@ -116,7 +125,8 @@ def turn_commands(verdict: Verdict, text: str, turn: int, *, active: str | None,
             query=instead, confidence=round(verdict.confidence, 3), turn=turn, source=verdict.policy)] if instead else [])
     if active and verdict.action == "SEARCH" and BACK.search(text) and _names_active(text, active_about):
         return []  # "ok, back to the hotel" while booking it: the pending question stands
-    if idle and verdict.action == "SEARCH" and CANCEL.search(text) and not _stems(CANCEL.sub(" ", text)):
+    if idle and verdict.action == "SEARCH" and CANCEL.search(text) and not _stems(rest := CANCEL.sub(" ", text)) \
+            and not re.search(r"\d", rest):  # ("cancel B-1003" names what to cancel)
         return [ChitChat(turn=turn)]  # a bare "cancel" with nothing under way: ask what the user means
     if verdict.action == "SEARCH":
         return [StartFlow(query=verdict.search_query, confidence=round(verdict.confidence, 3), turn=turn,

@@ -192,7 +192,6 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     if (feats["closing"] or feats["chit_chat"]) and not in_scope_request and feats["content_words"] <= 3:
         if active is None:
             return verdict("STAY", 0.9, oos=True, why="out of scope: closing or small talk")
-        fx["wrap_up"] = 1.0  # (says nothing of which task the user is on: no re-verification either)
         if finished and feats["closing"]:  # "thanks, that's all, bye!" once the task has run to its end
             fx["ends_task"] = 1.0
             return verdict("STAY", 0.9, oos=True, why="out of scope: the user ends the finished task")

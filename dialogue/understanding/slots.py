@@ -439,11 +439,13 @@ _COUNTED = re.compile(r"(?<![\w:./-])(\d+|" + "|".join(sorted((re.escape(w) for 
                       + rf")\s+(?:(?:of\s+)?(?:my|our|their)\s+)?(?:[a-z]+\s+)?{_PERSON_NOUN}\b", re.I)
 _AND = re.compile(r"\s*(?:,|\band\b|\bplus\b|\bwith\b|[+&])\s*(?:(?:and|my|our)\s+)*$", re.I)
 _ME_AND = re.compile(r"\b(?:me|myself|i)\s+(?:and|with|plus|\+|&)\s+(?:(?:my|our)\s+)?$", re.I)
+_ALONE = re.compile(r"\b(?:(?:just|only)\s+(?:me|myself)|by myself|on my own|alone|solo)\b", re.I)  # a party of one
 
 
 def find_party(text: str) -> tuple[int, tuple[int, int]] | None:
     """The size of a party said by its parts (value, span): counts of people joined by "and", plus the
-    speaker when they say "me and ...".  None for a single count (``find_int`` reads those)."""
+    speaker when they say "me and ..."; the speaker alone ("just me").  None for a single count
+    (``find_int`` reads those)."""
     counted = list(_COUNTED.finditer(text))
     runs: list[list[re.Match]] = []
     for m in counted:
@@ -459,7 +461,7 @@ def find_party(text: str) -> tuple[int, tuple[int, int]] | None:
         elif len(run) < 2:
             continue
         return total, (start, run[-1].end())
-    return None
+    return (1, alone.span()) if (alone := _ALONE.search(text)) else None
 
 
 def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int], bool] | None:
@@ -472,9 +474,11 @@ def find_int(text: str, fits=None) -> tuple[int | str, tuple[int, int], bool] | 
 # A capitalised name word, accented Latin letters included ("Lucía", "Øyvind", "Šimon").
 _UP, _LOW = "A-ZÀ-ÖØ-ÞĀ-ž", "a-zß-öø-ÿĀ-ž'-"
 _NAME_WORD = f"(?-i:[{_UP}][{_LOW}]+)"
+# lower-case particles inside a family name ("Pieter de Vries", "Ludwig van Beethoven", "Ana da Silva")
+_PARTICLE = r"(?-i:(?:de|da|di|du|del|della|der|den|van|von|la|le|bin|ibn|al|el|dos|das|ten|ter)\s+)"
 PERSON = re.compile(r"\b(?:my name is|my name's|name is|name's|i am|i'm|this is|call me|it's|under(?: the name(?: of)?)?|"
-                    r"(?:in|by) the name(?: of)?|name:|booked (?:for|under))\s+"
-                    rf"({_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}})", re.I)
+                    r"(?:in|by) the name(?: of)?|name:|named|name|booked (?:for|under))\s+"
+                    rf"({_NAME_WORD}(?:\s+{_PARTICLE}{{0,2}}{_NAME_WORD}){{0,2}})", re.I)
 # "... for Ada Lovelace": a weaker cue, only a first and last name both capitalised
 PERSON_FOR = re.compile(rf"\bfor\s+({_NAME_WORD}(?:\s+{_NAME_WORD}){{1,2}})\b")
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
@@ -518,7 +522,10 @@ def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = 
     scored = []
     for i, (value, (a, b)) in enumerate(nums):
         start = (units[i - 1] or (None, nums[i - 1][1][1]))[1] if i else 0
-        words = re.findall(r"[a-z]+", text[max(start, a - 40):a].lower())[-4:] + ([units[i][0]] if units[i] else [])
+        # the label words since the last value said before it ("lost my card. C-1002 1357": the id between
+        # "card" and 1357 ends what "card" names; a value already read is blanked out, a run of spaces)
+        before = re.split(r"\S*\d\S*|\s{3,}", text[max(start, a - 40):a])[-1]
+        words = re.findall(r"[a-z]+", before.lower())[-4:] + ([units[i][0]] if units[i] else [])
         for s in slots:
             if fits and s.name in fits and not fits[s.name].ok(value):
                 continue
