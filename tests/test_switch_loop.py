@@ -283,13 +283,14 @@ def test_an_answer_to_the_pending_yes_no_question_is_not_revised(agent_context):
                                                      res.library, ["check_balance"], 2, [], msgs, scorer,
                                                      dense_scorer(res.retriever))]
 
-    stolen = "no, my card was stolen, please block it"
+    stolen = "no, my card was stolen, it is gone"
     assert commands(stolen, []) == ["revise_flow"]  # nothing asked: the turn's words decide
     assert answers_question({"asked": ["cond_0a1b2c3d"]}, stolen)
     assert commands(stolen, ["cond_0a1b2c3d"]) == []  # the answer to the question asked
     assert commands("No, I meant block my card, it was stolen", ["cond_0a1b2c3d"]) == ["revise_flow"]
     assert commands("yes, and can you block my card, it was stolen", ["cond_0a1b2c3d"]) == ["revise_flow"]
     assert not answers_question({"asked": ["account"]}, stolen)  # a slot question: not a yes/no answer
+    assert not answers_question({"asked": ["cond_0a1b2c3d"]}, "no, my card was stolen, please block it")  # asks
 
 
 def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
@@ -326,7 +327,7 @@ def test_the_reviser_is_trained_on_the_rows_it_scores(agent_context):
     assert names("C-1001", [], "What is your customer number?") == []  # the agent's own question
     assert "block_card" in names("C-1001", [], "Here is what I found.")
     assert names("wait, I meant C-1001", [], "Here is what I found.") == []  # a corrected value, not the pick
-    assert names("no, my card was stolen, please block it", ["cond_0a1b2c3d"]) == []
+    assert names("no, my card was stolen, it is gone", ["cond_0a1b2c3d"]) == []
 
 
 def test_the_boosted_pick_model_orders_a_search_and_the_belief_keeps_the_linear_scores():
