@@ -20,7 +20,7 @@ from dialogue.execution import policy_llm
 from dialogue.execution.policy_learned import load_policy
 from dialogue.execution.interpreter import NextAction
 from dialogue.execution.policy_offline import GOODBYE, closing_answer, decide, next_proposal, same
-from dialogue.execution.replies import answer_text, proposal_for, slot_phrase
+from dialogue.execution.replies import answer_text, proposal_for, slot_phrase, with_options
 from dialogue.frames import declined_required, fingerprint, top
 from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
@@ -183,4 +183,8 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if policy is not None:
         proposal = policy.choose(wf, interp, frame, reading, messages, proposal, rejected, prerequisites)
     # --- end of the learned-policy hook
+    asked = [n for n in (proposal.get("args") or {}).get("slots") or [] if n in (frame.get("asked") or [])]
+    if proposal.get("kind") == "reply" and asked and reading.get("text") and not set(asked) & set(reading["given"]):
+        # the same question again after an answer that gave none of its values: say what it can take
+        proposal = {**proposal, "text": with_options(wf, proposal.get("text") or "", asked)}
     return {"proposal": proposal}

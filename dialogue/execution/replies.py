@@ -49,6 +49,20 @@ def question_for(wf: Workflow, slots: list[str]) -> str:
     return f"Could you tell me {listed}?"
 
 
+def with_options(wf: Workflow, text: str, slots: list[str], most: int = 8) -> str:
+    """A question asked again with the values it can take ("... I can help with lisbon, porto, seville or
+    amsterdam."): the user's last answer gave none of them, so saying the question again would loop.
+    Only slots with a short list of options (``most``); the text unchanged otherwise."""
+    from workflows.text import render_value
+
+    lists = [[humanize(o) for o in s.enum] for n in slots if (s := wf.slot(n)) is not None and s.enum
+             and len(s.enum) <= most]
+    if not lists:
+        return text
+    said = "; ".join(", ".join(o[:-1]) + " or " + o[-1] if len(o) > 1 else o[0] for o in lists)
+    return f"{text} The options are: {said}."
+
+
 def cond_question(condition: str) -> str:
     if " -> " in condition:  # compiled flowchart branch: "<question> -> <outcome>"
         question, outcome = condition.rsplit(" -> ", 1)
