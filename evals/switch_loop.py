@@ -323,12 +323,13 @@ def evaluate_closed(dataset: str, split: str, dialogues: list[Dialogue], lib_dir
              "the gold previous workflow on every turn (nothing on a dialogue's first turn); **teacher-forced** = the "
              "default configuration under FlowSwitch's protocol (before each turn the previous turn's gold is made the "
              "active workflow), through the same nodes.")
-    headers = ["", "top-1", "top-3", "MAP@5", "MAP@5 (active alone when no search)", "searches/turn", "switch R", "switch R (no first turns)",
+    headers = ["", "top-1", "top-3", "MAP@5", "MAP@5 (active alone when no search)", "searches/turn", "switch R",
+               "switch R (no first turns)",
                "revisions/turn", "top-1 change turns", "top-1 stay turns"]
     rows = [[k, *(runs[k][h] for h in HEADLINE)] for k in ("default", "best", "before")]
     rows.append(["default, teacher-forced (FlowSwitch protocol)", *(runs["teacher"][h] for h in HEADLINE)])
-    rows.append(["always STAY (gold previous)", stay["top1"], stay["top3"], stay["map"], stay["map"], 0.0, 0.0, 0.0, 0.0,
-                 stay["top1_switch_turns"], stay["top1_stay_turns"]])
+    rows.append(["always STAY (gold previous)", stay["top1"], stay["top3"], stay["map"], stay["map"], 0.0, 0.0, 0.0,
+                 0.0, stay["top1_switch_turns"], stay["top1_stay_turns"]])
     rep.table("Closed loop (dev)", headers, rows)
     rep.text("MAP@5 reads the agent's ranking after each turn: the active workflow, then on a search the retriever's "
              "other candidates and on any other turn the alternatives the active pick's belief still holds (re-verified "

@@ -184,7 +184,7 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         proposal = policy.choose(wf, interp, frame, reading, messages, proposal, rejected, prerequisites)
     # --- end of the learned-policy hook
     asked = [n for n in (proposal.get("args") or {}).get("slots") or [] if n in (frame.get("asked") or [])]
-    if proposal.get("kind") == "reply" and asked and reading.get("text") and not set(asked) & set(reading["given"]):
-        # the same question again after an answer that gave none of its values: say what it can take
+    if proposal.get("kind") == "reply" and asked and reading.get("text") and not reading["given"]:
+        # the same question again after an answer that gave nothing: say what it can take
         proposal = {**proposal, "text": with_options(wf, proposal.get("text") or "", asked)}
     return {"proposal": proposal}

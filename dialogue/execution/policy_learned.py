@@ -351,6 +351,7 @@ class Candidate:
     proposal: dict | None = None  # set for the rules' own proposal
     is_rules: bool = False
     build: Callable[[], dict] | None = None
+    for_api: str = ""  # a question's: the API whose missing values it asks (``choice`` checks its branch)
 
     def make(self) -> dict:
         if self.proposal is None:
@@ -423,7 +424,7 @@ def _candidates(wf: Workflow, interp: Interpreter, frame: Frame | dict, rules: d
                                                           "call_id": new_call_id()}))
         slots = [m for m in missing if m in view.slot_names] or missing
         if missing and not set(slots) <= asked:  # the rules' own question (in the workflow's words) asks it
-            add(Candidate("request", "request_information", missing=slots,
+            add(Candidate("request", "request_information", missing=slots, for_api=s.name,
                           build=lambda sl=slots: {"kind": "reply", "name": "request_information",
                                                   "text": question_for(wf, sl), "args": {"slots": sl}}))
     skipped = 0
@@ -917,7 +918,8 @@ class LearnedPolicy:
                 return p, vetoed
             if env is None:
                 env = check_env(frame, reading, interp)
-            if allowed_now(p, wf, interp, frame, reading, env) and not _against_experience(p, prerequisites, frame):
+            if allowed_now(p, wf, interp, frame, reading, env) and not _against_experience(p, prerequisites, frame) \
+                    and not _asks_in_vain(c, interp, env):
                 return p, vetoed
             vetoed += 1
         return rules, vetoed
@@ -1074,6 +1076,16 @@ def rerun(rules: dict, frame: Frame | dict) -> bool:
         return False
     return all((str(v).strip().lower() == str(last[k]).strip().lower()) if k in last else not _filled(slots, k)
                for k, v in args.items())
+
+
+def _asks_in_vain(c: Candidate, interp: Interpreter, env) -> bool:
+    """A question for the values of a call on a procedure branch that does not apply ("the name for the
+    booking" once the room turned out not to be free): the call it prepares cannot run."""
+    if not c.for_api:
+        return False
+    from ..control.checks import blocked_by_branch
+
+    return blocked_by_branch(interp.procedure, c.for_api, env.scope) is not None
 
 
 def _against_experience(proposal: dict, prerequisites, frame: Frame | dict) -> bool:

@@ -50,17 +50,15 @@ def question_for(wf: Workflow, slots: list[str]) -> str:
 
 
 def with_options(wf: Workflow, text: str, slots: list[str], most: int = 8) -> str:
-    """A question asked again with the values it can take ("... I can help with lisbon, porto, seville or
-    amsterdam."): the user's last answer gave none of them, so saying the question again would loop.
-    Only slots with a short list of options (``most``); the text unchanged otherwise."""
-    from workflows.text import render_value
-
+    """A question asked again with the values it can take ("Could you tell me the city of the stay? Which one
+    is it: lisbon, porto, seville or amsterdam?"): the user's last answer gave nothing, so the same question
+    again would loop.  Only slots with a short list of options (``most``)."""
     lists = [[humanize(o) for o in s.enum] for n in slots if (s := wf.slot(n)) is not None and s.enum
              and len(s.enum) <= most]
     if not lists:
         return text
     said = "; ".join(", ".join(o[:-1]) + " or " + o[-1] if len(o) > 1 else o[0] for o in lists)
-    return f"{text} The options are: {said}."
+    return f"{text.rstrip()} Which one is it: {said}?"
 
 
 def cond_question(condition: str) -> str:

@@ -136,8 +136,8 @@ def speaks_of(text: str, library, target: str, active: str) -> bool:
 def side_question(text: str, frame: dict | None, pick: str | None, library) -> bool:
     """A question about the task at hand, not a new task: the active frame waits for an answer, the
     turn asks something without requesting anything, and the search found a sibling of the active
-    workflow (same role) of which the turn names nothing the active one lacks.  The pick then stays
-    with the active workflow (the executor answers the side question and asks again)."""
+    workflow (same role).  The pick then stays with the active workflow (the executor answers the
+    side question and asks again)."""
     from .features import QUESTION, REQUEST
 
     if not frame or frame.get("status") != "active" or not frame.get("asked") or not pick:
@@ -146,9 +146,7 @@ def side_question(text: str, frame: dict | None, pick: str | None, library) -> b
     other = library.workflows.get(pick)
     if active is None or other is None or pick == active.name or other.role != active.role:
         return False
-    # "how much is on my checking account?" asks for the sibling's own task: it names what the active
-    # workflow does not have (``speaks_of``); "is parking free there?" does not
-    return bool(QUESTION.search(text)) and not REQUEST.search(text) and not speaks_of(text, library, pick, active.name)
+    return bool(QUESTION.search(text)) and not REQUEST.search(text)
 
 
 # --- the learned reviser ----------------------------------------------------------------------------
