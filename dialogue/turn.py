@@ -16,7 +16,7 @@ from workflows.pdl import Workflow
 from workflows.semantics import is_condition_key
 from workflows.text import content_words, stemmed
 
-from .commands import ApplyEnv, Command, OutOfScope, apply_all
+from .commands import ApplyEnv, Command, OutOfScope, SetSlot, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
 from .frames import Frame, irreversible_made, top
 from .understanding.navigation import is_instruction
@@ -103,15 +103,13 @@ def same_as_before(text: str, wf: Workflow, frame: Frame, stack: list[Frame], en
     """Values the user says are the same as before ("same customer number and pin"): the frame's missing
     slots the phrase names (or all of them when it names none: "the same details"), each from the most
     recent other frame of the conversation that holds a value under that slot's name."""
-    from .commands import SetSlot
-
     m = SAME.search(text or "")
     if m is None:
         return []
     said = stemmed(content_words(m.group("what"))) - _SAME_STOP
     slots = frame.get("slots") or {}
     missing = [s for s in wf.slots if slots.get(s.name) in (None, "")]
-    named = [s for s in missing if said & stemmed(content_words(f"{s.name.replace('_', ' ')} {s.description}"))]
+    named = [s for s in missing if said & _slot_words(s)]
     out: list[Command] = []
     for s in named or (missing if not said else []):
         value = next(((f.get("slots") or {}).get(s.name) for f in reversed(stack)
@@ -132,6 +130,10 @@ def _declined(asked: list[str], reading: dict, values: dict, frame: Frame | None
     open_ = [a for a in asked if not is_condition_key(a) and slots.get(a) in (None, "")]
     # "I don't have my customer number" declines that one of the values asked together, not the PIN
     said = stemmed(content_words(reading.get("text") or ""))
-    named = [a for a in open_
-             if (s := wf.slot(a)) is not None and said & stemmed(content_words(f"{a} {s.description}"))]
+    named = [a for a in open_ if (s := wf.slot(a)) is not None and said & _slot_words(s)]
     return named or open_
+
+
+def _slot_words(slot) -> set[str]:
+    """The words a message names a slot by: its name's and its description's, stemmed."""
+    return stemmed(content_words(f"{slot.name} {slot.description}"))
