@@ -12,7 +12,8 @@ reducer) applies them —
 - ``{"op": "replace", "stack": [...]}``: the frame lifecycle after the turn's commands
   (``apply_commands`` only);
 - ``{"op": "call", "frame": id, "call": CallRecord, "result": {...}, "slots": {...}}``: a tool call's outcome
-  (``tools``), with the slot values the turn's message pointed at in it (``slots``, optional);
+  (``tools``), with the slot values the turn's message pointed at in it (``slots``, optional) and, for a
+  declined confirmation whose answer is read as the next turn, the slots it listed (``asked``, optional);
 - ``{"op": "answer", "frame": id, "answer": name, "asked": [...], "done": bool}``: a reply sent (``respond``);
 - ``{"op": "start", "frame": id}``: a queued frame (``Frame.queued``) becomes the active one when the one
   above it is finished (``respond``); the finished frame above it is dropped.
@@ -37,6 +38,9 @@ class CallRecord(TypedDict, total=False):
     status: Literal["ok", "error", "cancelled"]
     turn: int
     key: str  # idempotency key (thread, turn, call id)
+    # declined with an answer read as the user's next turn (a correction, a question): the call is not
+    # proposed again in that turn; the agent asks before it runs
+    reread: bool
 
 
 class Frame(TypedDict, total=False):
@@ -136,6 +140,8 @@ def _apply_call(frame: Frame, op: dict) -> Frame:
         frame["results"] = {**(frame.get("results") or {}), **(op.get("result") or {})}
         if op.get("slots"):
             frame["slots"] = {**(frame.get("slots") or {}), **op["slots"]}
+    if "asked" in op:  # a declined confirmation asked about the values it listed
+        frame["asked"] = list(op["asked"])
     return frame
 
 

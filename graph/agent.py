@@ -137,6 +137,13 @@ def after_retriever(state: State) -> Literal["clarify", "apply_commands"]:
     return "clarify" if last and last[0].get("command") == "clarify" else "apply_commands"
 
 
+def after_tools(state: State) -> Literal["detector", "pre_controller"]:
+    """A declined confirmation whose answer said more than no (``nodes.tools``) is read as the next turn;
+    otherwise the workflow goes on."""
+    last = (state.get("messages") or [])[-1:]
+    return "detector" if last and isinstance(last[0], HumanMessage) else "pre_controller"
+
+
 def build_agent(context: Context | None = None, checkpointer=None, store=None, *, served: bool = False):
     """Compile the agent.  ``context`` is the default for runs that pass none (``context=`` wins).
 
@@ -192,7 +199,7 @@ def build_agent(context: Context | None = None, checkpointer=None, store=None, *
     g.add_edge("pre_controller", "executor")
     g.add_edge("executor", "post_controller")
     g.add_conditional_edges("post_controller", route_after_post, ["executor", "tools", "respond"])
-    g.add_edge("tools", "pre_controller")
+    g.add_conditional_edges("tools", after_tools, ["detector", "pre_controller"])
     g.add_edge("respond", END)
     agent = g.compile(checkpointer=checkpointer, store=store, name="flowdesk")
     if checkpointer is None:  # nothing to make durable (the server passes its own durability per run)

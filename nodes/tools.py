@@ -1,7 +1,9 @@
 """The ``tools`` node: runs the accepted tool proposal through the workflow's binding.
 
 Irreversible APIs (``api.irreversible`` with ``context.confirm_irreversible``) first ask the user
-through a LangGraph ``interrupt``; a "no" cancels that call (recorded, never run).  The outcome —
+through a LangGraph ``interrupt``; a "no" cancels that call (recorded, never run).  An answer that says
+more than no (a correction, a question: ``workflows.text.says_more``) also cancels it and is added to
+``messages`` as the user's next turn, which ``graph.agent.after_tools`` routes to the detector.  The outcome —
 success, tool error or cancellation — goes to the active frame as a ``call`` stack operation
 (executed and results only on success), to ``messages`` (an AIMessage carrying the tool call + its
 ToolMessage) and to ``trace`` as an environment event.  Tool errors never crash the graph.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -30,7 +32,7 @@ from dialogue.understanding.slots import referents, referred_values
 from graph.state import State
 from memory.effects import key_for, run_once
 from workflows.sanitize import redact_data, user_args
-from workflows.text import confirms
+from workflows.text import confirms, says_more
 from workflows.pdl import Api, Workflow
 
 
@@ -88,7 +90,7 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     turn = int(state.get("turn") or 0)
     api = wf.api(name) if wf else None
 
-    status, data, error, elapsed = "ok", {}, None, 0.0
+    status, data, error, elapsed, reread = "ok", {}, None, 0.0, ""
     thread = thread_of_run()
     key = key_for(thread, turn, name, args, earlier_calls(state, turn, name, args))
     replayed = reconciled = False
@@ -97,6 +99,10 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                             "question": confirmation_question(api, args, wf)})
         if not confirmed(answer):
             status, error = "cancelled", f"{name}: cancelled — the user declined to go ahead"
+            reply = answer if isinstance(answer, str) else ""
+            # "wait no, it's the debit one, 6045": the call is off, and the words are read as the user's next
+            # turn (``graph.agent.after_tools``), so the correction reaches the frame before anything runs
+            reread = reply.strip() if says_more(reply) else ""
     if status == "ok":
         if wf is None:
             result_ok, data, error = False, {}, f"{name}: no active workflow to run it in"
@@ -110,7 +116,10 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {}
     if frame is not None:
         update["stack"] = [{"op": "call", "frame": frame["id"], "result": data if status == "ok" else {},
-                            "call": {"api": name, "args": args, "status": status, "turn": turn, "key": key or call_id}}]
+                            "call": {"api": name, "args": args, "status": status, "turn": turn, "key": key or call_id,
+                                     **({"reread": True} if reread else {})}}]
+        if reread and wf is not None:  # the confirmation asked about the values it listed: a bare "6045" is one
+            update["stack"][0]["asked"] = [k for k in user_args(args, {s.name for s in wf.slots})]
         referred = referred_now(state, wf, frame, data) if status == "ok" else {}
         if referred:  # the user's words point into what the call returned ("send back the table runner")
             update["stack"][0]["slots"] = referred
@@ -120,6 +129,7 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update["messages"] = [
         AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}]),
         ToolMessage(content=content, tool_call_id=call_id, name=name, status="success" if status == "ok" else "error"),
+        *([HumanMessage(reread)] if reread else []),
     ]
     # the event log is not the workflow's memory: credentials in it are redacted by name as well
     update["trace"] = [{"event": "environment", "workflow": wf_name, "api": name, "args": redact_data(args),

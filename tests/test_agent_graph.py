@@ -50,6 +50,31 @@ def test_declined_confirmation_books_nothing(talk, agent_context):
     assert r.reply and "B-" not in r.reply
 
 
+def test_a_correction_at_the_confirmation_is_read_before_anything_runs(talk, agent_context):
+    """An answer to "shall I go ahead?" that says more than no is the user's next turn: the call is off, the
+    corrected value (a bare number, read as one of the values the confirmation listed) re-runs what depends on
+    it, and the booking waits for the user to agree to the new details."""
+    talk("I want to reserve a table at Casa Fiorella for 2 people on 2026-12-19 at 19:00")
+    r = talk("Barbara Liskov", confirm="wait, we're 3 now")
+    (payload, _), = r.interrupts
+    assert payload["args"]["party_size"] == 2
+    assert [c["name"] for c in r.tool_calls] == ["book", "check_availability"]
+    assert "declined" in r.tool_calls[0]["result"] and json.loads(r.tool_calls[1]["result"])["available"] is True
+    assert "party size 3" in r.reply and _bookings(agent_context.db_path, "Barbara Liskov") == []
+    r = talk("yes")
+    (payload, _), = r.interrupts
+    assert payload["args"]["party_size"] == 3
+    assert _bookings(agent_context.db_path, "Barbara Liskov") == [("2026-12-19", "19:00", 3)] and "B-" in r.reply
+
+
+def test_a_bare_no_at_the_confirmation_is_only_a_refusal(talk, agent_context):
+    talk("I want to reserve a table at Casa Fiorella for 2 people on 2026-12-20 at 19:00")
+    r = talk("Edsger Dijkstra", confirm="no, don't")
+    (payload, _), = r.interrupts
+    assert [c["name"] for c in r.tool_calls] == ["book"] and "declined" in r.tool_calls[0]["result"]
+    assert r.decision == "STAY" and _bookings(agent_context.db_path, "Edsger Dijkstra") == []
+
+
 def test_unavailable_slot_offers_alternatives(talk):
     # Trattoria Lumi is full at 19:30 on 2026-12-05 in the demo database.
     r = talk("I want to reserve a table at Trattoria Lumi for 4 people on 2026-12-05 at 19:30")

@@ -152,6 +152,16 @@ def test_values_that_point_into_what_a_lookup_returned():
     assert referred_values("send back the table runner, it broke", RETURNS, values, ["item"]) == {"item": "Table runner"}
     assert referred_values("the ceramic vase or the table runner", RETURNS, values, ["item"]) == {}  # two named: neither
     assert referred_values("move it to 8pm same day", RETURNS, values, ["new_date"]) == {"new_date": "2026-11-27"}
+    # an item named by most of its words; its price or size numbers are no part of its name
+    shop = {"items": "Trail running shoes, size 39 (€119.95); Ceramic vase (€30.00)"}
+    assert referred_values("I'd like to send back the running shoes", RETURNS, shop, ["item"]) == \
+        {"item": "Trail running shoes, size 39"}
+    assert referred_values("the vase please", RETURNS, shop, ["item"]) == {"item": "Ceramic vase"}
+    assert referred_values("the shoes and the vase", RETURNS, shop, ["item"]) == {}  # both mentioned: neither
+    assert referred_values("size 39", RETURNS, shop, ["item"]) == {}
+    one = {"items": "Trail running shoes, size 39 (€119.95)"}  # a one-item order lists no semicolon
+    assert referred_values("the trail running shoes", RETURNS, one, ["item"]) == {"item": "Trail running shoes, size 39"}
+    assert referred_values("they're too small", RETURNS, one, ["item"]) == {}
     assert referred_values("move it to 8pm", RETURNS, values, ["new_date"]) == {}
 
 

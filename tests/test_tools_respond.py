@@ -112,6 +112,17 @@ def test_confirmed(answer, expected):
     assert confirmed(answer) is expected
 
 
+@pytest.mark.parametrize("answer,expected", [("no", False), ("no, don't", False), ("nope, cancel", False),
+                                             ("yes please", False), ("yes, cancel it", False),
+                                             ("wait no, it's the debit one, 6045", True),
+                                             ("no, make it 4 people", True), ("how much is it?", True),
+                                             ("actually no, I changed my mind", True)])
+def test_an_answer_that_says_more_than_no_is_a_turn_of_its_own(answer, expected):
+    from workflows.text import says_more
+
+    assert says_more(answer) is expected
+
+
 def _tools_graph():
     g = StateGraph(State, context_schema=Context)
     g.add_node("tools", tools)

@@ -53,7 +53,7 @@ UNSURE = re.compile(r"\b(?:don'?t|do not|didn'?t) (?:know|have|remember|recall)\
 # Single words that confirm / refuse an irreversible action ("yes, go ahead" / "no, wait").
 CONFIRM_WORDS = frozenset({"yes", "y", "yeah", "yep", "sure", "ok", "okay", "confirm", "confirmed", "go", "proceed",
                            "please", "correct", "absolutely", "definitely", "do"})
-REFUSE_WORDS = frozenset({"no", "n", "nope", "don't", "dont", "not", "cancel", "stop", "wait", "never", "abort"})
+REFUSE_WORDS = frozenset({"no", "n", "nope", "nah", "don't", "dont", "not", "cancel", "stop", "wait", "never", "abort"})
 # What makes a yes conditional: a question ("ok, how much is it?"), a contrast or a change ("yes but for 3
 # people", "sure, only TX-5003", "ok, actually…"), a hesitation ("yes - oh wait").
 HEDGE = re.compile(r"\?|\b(?:but|though|however|instead|only|except|unless|actually|rather|wait|hold on|hang on)\b",
@@ -155,6 +155,16 @@ def confirms(text: str) -> bool:
         return True
     said = set(words(text))
     return bool(said & CONFIRM_WORDS) and not said & REFUSE_WORDS
+
+
+def says_more(text: str) -> bool:
+    """Does a reply that is no yes say more than no ("wait no, it's the debit one, 6045", "no, make it 4
+    people", "what's the fee?")?  Such a reply is a turn of its own (a correction, a question), not only a
+    refusal; "no", "no thanks, don't" is only one."""
+    if confirms(text):
+        return False
+    said = set(words(text)) - FILLERS - REFUSE_WORDS - CONFIRM_WORDS
+    return bool(said) or "?" in (text or "")
 
 
 def lower_first(text: str) -> str:

@@ -35,6 +35,9 @@ def hints_for(wf: Workflow | None, frame: Frame, env: CheckEnv, procedure: Proce
         if c.get("status") == "cancelled":
             if c.get("turn") == turn:
                 hints.append(f"The user declined {c.get('api')} with {c.get('args')}; do not call it again this turn.")
+            elif c.get("reread") and c.get("turn") == turn - 1:
+                hints.append(f"The user answered {c.get('api')}'s confirmation with this message; ask before "
+                             "calling it again.")
             continue
         key = (c.get("api"), repr(sorted((c.get("args") or {}).items())))
         seen[key] = seen.get(key, 0) + 1

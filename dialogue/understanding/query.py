@@ -8,7 +8,7 @@ from typing import Sequence
 
 from .features import ELLIPTIC, OFFER_CLAUSE, _content_words
 
-_ACTION = re.compile(r"(?:i want to|i'?d like to|i would like to|i need to|i wanna|can you|could you|would you|"
+_ACTION = re.compile(r"(?:(?:i want|i'?d like|i would like|i need)(?:\s+to)?|i wanna|can you|could you|would you|"
                      r"will you|help me|please|i'?m looking to|i am looking to|let'?s|is it possible to)\s+"
                      r"([^?.!,;]+)", re.I)
 

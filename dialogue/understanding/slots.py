@@ -1122,10 +1122,14 @@ def listed(value: Any) -> list | None:
     if isinstance(value, list):
         return value or None
     if isinstance(value, str) and ";" in value:
-        parts = [re.sub(r"\s*\([^)]*\)\s*$", "", p).strip() for p in value.split(";")]
+        parts = [_without_details(p) for p in value.split(";")]
         parts = [p for p in parts if p]
         return parts if len(parts) >= 2 else None
     return None
+
+
+def _without_details(item: str) -> str:
+    return re.sub(r"\s*\([^)]*\)\s*$", "", item).strip()
 
 
 def last_items(frame: dict) -> list | None:
@@ -1154,6 +1158,18 @@ def referents(slot: str) -> tuple[str, ...]:
 _SAME = re.compile(r"\b(?:the\s+)?same\s+([a-z]+)\b", re.I)
 
 
+def _plain(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _item_hits(item: str, said: set[str]) -> tuple[int, int]:
+    """An item's name words (letters only: a price or a size number is no name) and how many of them a
+    message (its words ``said``) says.  Half of them name the item ("the trail running shoes" for "Trail
+    running shoes, size 39", "the grinder" for "Espresso grinder")."""
+    toks = {_plain(t) for t in _tokens(item) if t.isalpha() and len(t) > 2} - STOPWORDS
+    return len(toks), len(toks & {_plain(t) for t in said})
+
+
 def referred_values(message: str, workflow: Workflow, values: dict[str, Any], unfilled: list[str]) -> dict[str, Any]:
     """Values for ``unfilled`` slots that ``message`` points at among ``values`` (slots and results): an item
     of a listed value by its position ("the first one") or its name said in the message ("send back the table
@@ -1168,12 +1184,15 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
             value = values.get(ref)
             if value in (None, ""):
                 continue
-            if (items := listed(value)) is not None:
+            items = listed(value)
+            if items is None and ref != _REPLACING.sub("", name) and isinstance(value, str) and value.strip():
+                items = [_without_details(value)]  # the list of its kind holds one item ("items" of a one-item order)
+            if items is not None:
                 pick = ordinal_pick(message, items)
-                if pick is None:  # an item named whole in the message, when only one is
-                    named = [i for i in items if (toks := set(_tokens(str(_item_value(i, name)))) - STOPWORDS)
-                             and toks <= said]
-                    pick = named[0] if len(named) == 1 else None
+                if pick is None:  # an item named in the message, when only one is (and no other is mentioned)
+                    hits = [(i, _item_hits(str(_item_value(i, name)), said)) for i in items]
+                    named = [i for i, (n, k) in hits if k and 2 * k >= n]
+                    pick = named[0] if len(named) == 1 and sum(1 for _, (_, k) in hits if k) == 1 else None
                 if pick is not None:
                     out[name] = _item_value(pick, name)
                     break
