@@ -65,6 +65,7 @@ evals: $(STAMP)
 	$(BIN)/flowdesk eval switch --dataset star --split dev --loop teacher --every 7 --configs dense --data $(DATA) --out reports/switch-star-dense-sample
 	$(MAKE) .flowdesk/executor_policy_unseen.json
 	$(BIN)/flowdesk eval next-action --dataset star --split dev --data $(DATA) --text --unseen-model learned:.flowdesk/executor_policy_unseen.json --out reports/next-action-star
+	$(BIN)/flowdesk eval enums --data $(DATA) --out reports/enums-sgd
 	$(BIN)/flowdesk eval compliance --out reports/compliance
 	$(BIN)/flowdesk eval extraction --dataset star --data $(DATA) --out reports/extraction-star
 	$(BIN)/flowdesk eval extraction --dataset abcd --data $(DATA) --out reports/extraction-abcd

@@ -28,7 +28,7 @@ NAVIGATION = frozenset({"cancel_flow", "human_handoff", "clarify", "not_understo
 
 
 def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping[str, Interpreter],
-             today: dt.date | None = None) -> ApplyEnv:
+             today: dt.date | None = None, embed=None) -> ApplyEnv:
     def finished(frame: Frame) -> bool:
         interp = interpreters.get(frame.get("workflow") or "")
         return interp is None or interp.next_action(frame).kind == "done"
@@ -51,7 +51,7 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
         return s is not None and (not s.enum or value in s.enum)
 
     return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale,
-                    slots_of=slots_of, settled=settled, takes=takes, today=today)
+                    slots_of=slots_of, settled=settled, takes=takes, today=today, embed=embed)
 
 
 def open_frame(stack: list[Frame] | None, env: ApplyEnv) -> Frame | None:
@@ -73,7 +73,8 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     # even when nothing else took it
     instruction = is_instruction(text)
     added, found = slot_commands(text, wf, frame, asked, env.turn,
-                                 skip_free_text="skip_question" in kinds or instruction, today=env.today)
+                                 skip_free_text="skip_question" in kinds or instruction, today=env.today,
+                                 embed=env.embed)
     stack = apply_all(stack, added, env)
     frame = top(stack)
     if frame is not None and (again := same_as_before(text, wf, frame, stack, env)):

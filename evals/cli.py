@@ -20,6 +20,8 @@ from .sessions import sessions_command  # noqa: E402
 app.command("sessions")(sessions_command)
 from .experience import experience_command  # noqa: E402
 app.command("experience")(experience_command)
+from .enums_eval import eval_command as enums_command  # noqa: E402
+app.command("enums")(enums_command)
 
 # ``flowdesk train ...``: fitting what the agent loads (on training splits only); each writes a model file.
 train_app = typer.Typer(help="Fit the agent's learned parts on training splits; each writes a model file.",

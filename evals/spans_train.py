@@ -20,8 +20,6 @@ hash bucket, counts; no text) and ``report.md``, ``metrics.json`` and ``spans.pn
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 import time
 from collections import defaultdict
@@ -68,7 +66,7 @@ def sgd_rows(data: Path, split: str, cache: Path, every: int = 1) -> list[Row]:
     from dialogue.understanding.spans import Target
     from workflows.library import load_library
 
-    from .datasets.sgd import dialogue_files, library
+    from .datasets.sgd import every_dialogue, library, user_turns
 
     lib = load_library(library(data, cache / f"sgd-{split}", split))
     by_service: dict[str, dict] = defaultdict(dict)
@@ -76,30 +74,17 @@ def sgd_rows(data: Path, split: str, cache: Path, every: int = 1) -> list[Row]:
         service = next((t.split(":", 1)[1] for t in wf.tags if t.startswith("service:")), "")
         by_service[service].update(_free_slots(wf.slots))
     out: list[Row] = []
-    k = 0
-    for path in dialogue_files(data, split):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            dialogues = json.load(fh)
-        for raw in dialogues:
-            k += 1
-            if (k - 1) % every:
-                continue
-            state: dict[str, dict] = defaultdict(dict)
-            asked: dict[str, set] = defaultdict(set)
-            for turn in raw["turns"]:
-                if turn["speaker"] != "USER":
-                    asked = defaultdict(set)
-                    for f in turn.get("frames", []):
-                        asked[f["service"]].update(a.get("slot") for a in f.get("actions", []) if a.get("act") == "REQUEST")
-                    continue
-                for f in turn.get("frames", []):
-                    slots = by_service.get(f["service"], {})
-                    gold = {s["slot"]: (s["start"], s["exclusive_end"]) for s in f.get("slots", []) if s["slot"] in slots}
-                    before, state[f["service"]] = state[f["service"]], dict(f.get("state", {}).get("slot_values", {}))
-                    targets = [Target(n, w, kind, n in asked[f["service"]]) for n, (w, kind) in slots.items()
-                               if n not in before or n in gold]
-                    if targets:
-                        out.append(Row("sgd", str(raw["dialogue_id"]), f["service"], turn["utterance"], targets, gold))
+    for raw in every_dialogue(data, split, every):
+        state: dict[str, dict] = defaultdict(dict)
+        for turn, asked in user_turns(raw):
+            for f in turn.get("frames", []):
+                slots = by_service.get(f["service"], {})
+                gold = {s["slot"]: (s["start"], s["exclusive_end"]) for s in f.get("slots", []) if s["slot"] in slots}
+                before, state[f["service"]] = state[f["service"]], dict(f.get("state", {}).get("slot_values", {}))
+                targets = [Target(n, w, kind, n in asked[f["service"]]) for n, (w, kind) in slots.items()
+                           if n not in before or n in gold]
+                if targets:
+                    out.append(Row("sgd", str(raw["dialogue_id"]), f["service"], turn["utterance"], targets, gold))
     return out
 
 

@@ -97,6 +97,13 @@ class Resources:
             return ExperienceStore(store.client, store.embedder)
 
     @cached_property
+    def embed(self):
+        """The retriever's sentence embeddings (texts -> L2-normalised rows, cached), for an enum option a
+        user names in other words (``dialogue.understanding.enums``); None when search runs without them."""
+        embedder = getattr(getattr(self.retriever, "store", None), "embedder", None)
+        return embedder.embed if embedder is not None else None
+
+    @cached_property
     def library_key(self) -> str:
         from memory.experience_store import library_key
 

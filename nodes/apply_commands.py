@@ -24,7 +24,7 @@ from graph.resources import Resources, get_resources
 from graph.state import State, turn_commands
 
 def _env(res: Resources, turn: int) -> ApplyEnv:
-    return make_env(turn, res.library.workflows, res.interpreters, res.today)
+    return make_env(turn, res.library.workflows, res.interpreters, res.today, res.embed)
 
 
 def _read_queued(stack: list, start: dict, res: Resources, reading: dict, kinds: set[str], env: ApplyEnv

@@ -152,6 +152,7 @@ def test_values_that_point_into_what_a_lookup_returned():
     assert referred_values("send back the table runner, it broke", RETURNS, values, ["item"]) == {"item": "Table runner"}
     assert referred_values("the ceramic vase or the table runner", RETURNS, values, ["item"]) == {}  # two named: neither
     assert referred_values("move it to 8pm same day", RETURNS, values, ["new_date"]) == {"new_date": "2026-11-27"}
+    assert referred_values("move it to 8pm", RETURNS, values, ["new_date"]) == {}
     # an item named by most of its words; its price or size numbers are no part of its name
     shop = {"items": "Trail running shoes, size 39 (€119.95); Ceramic vase (€30.00)"}
     assert referred_values("I'd like to send back the running shoes", RETURNS, shop, ["item"]) == \
@@ -162,7 +163,24 @@ def test_values_that_point_into_what_a_lookup_returned():
     one = {"items": "Trail running shoes, size 39 (€119.95)"}  # a one-item order lists no semicolon
     assert referred_values("the trail running shoes", RETURNS, one, ["item"]) == {"item": "Trail running shoes, size 39"}
     assert referred_values("they're too small", RETURNS, one, ["item"]) == {}
-    assert referred_values("move it to 8pm", RETURNS, values, ["new_date"]) == {}
+
+
+def test_an_asked_reference_pointed_at_in_a_listing_is_its_id():
+    """"the unknown merchant one" to "which transactions?" names the listed transaction: its reference goes to
+    the id slot (``transaction_ids`` points into ``transactions``), not the words that point at it."""
+    from dialogue.understanding.slots import referents, slot_commands
+
+    fraud = Workflow.model_validate({
+        "name": "report_fraud", "description": "Dispute card transactions.", "domain": "d", "role": "r",
+        "slots": [{"name": "transaction_ids", "type": "string",
+                   "description": "References of the disputed transactions, e.g. TX-5003, TX-5004"}]})
+    assert "transactions" in referents("transaction_ids") and "orders" in referents("order_id")
+    listing = "TX-5006 2026-11-10 Corner Grocer €52.10; TX-5007 2026-11-12 Unknown Merchant €430.00"
+    frame = {"slots": {}, "results": {"transactions": listing}}
+    cmds, _ = slot_commands("the unknown merchant one, 430 euros", fraud, frame, ["transaction_ids"], 3)
+    assert [(c.slot, c.value) for c in cmds] == [("transaction_ids", "TX-5007")]
+    cmds, _ = slot_commands("TX-5006", fraud, frame, ["transaction_ids"], 3)
+    assert [(c.slot, c.value) for c in cmds] == [("transaction_ids", "TX-5006")]
 
 
 def test_a_question_for_what_a_lookup_lists_comes_after_the_lookup():

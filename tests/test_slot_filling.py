@@ -398,7 +398,9 @@ def test_a_count_said_in_words_keeps_its_unit(msg, values):
 
 
 @pytest.mark.parametrize("msg,size", [("a table for me and my 3 kids", 4), ("for 2 adults and 2 children", 4),
-                                      ("two adults, one child", 3), ("me and my 2 friends", 3)])
+                                      ("two adults, one child", 3), ("me and my 2 friends", 3),
+                                      ("for me, my husband and our three kids", 5), ("a table for me and my wife", 2),
+                                      ("my wife and I and our 2 kids", 4)])
 def test_a_party_said_by_its_parts_is_their_sum(msg, size):
     assert fill(msg).values["party_size"] == size
 
@@ -423,6 +425,11 @@ def test_a_period_said_by_its_ends_is_a_first_day_and_a_length():
         {"depart": "2026-12-01", "back": "2026-12-05"}
     # "from savings to checking" is no period
     assert fill_slots("from savings to checking on the 5th", STAY_FROM, today=TODAY).values == {"check_in": "2026-12-05"}
+    # a stay said by its arrival and departure
+    assert fill_slots("checking in on 1 December and leaving on the 4th", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-01", "nights": 3}
+    assert fill_slots("check in dec 3, check out dec 7", STAY_FROM, today=TODAY).values == \
+        {"check_in": "2026-12-03", "nights": 4}
 
 
 @pytest.mark.parametrize("msg,value", [("at 8", "20:00"), ("at 9", "09:00"), ("7.30pm", "19:30"),

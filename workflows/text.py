@@ -37,6 +37,13 @@ NUMBER_WORDS = MappingProxyType({w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())})
 
+# Discourse markers opening a turn ("Oh wait, before that: …", "Also, one more thing — …") say that a
+# new request follows; they are not part of it.  Generic English, stripped before the query is written.
+DISCOURSE = re.compile(r"^\W*(?:(?:oh|ah|um+|hmm+|uh|well|so|ok(?:ay)?|sorry|wait|hold on|hang on|actually|also|and|"
+                       r"btw|by the way|one more thing|another thing|quick question|real quick|before (?:that|we "
+                       r"(?:continue|go on|finish|do that))|first|in the meantime|meanwhile|oops|hey|"
+                       r"(?:i )?(?:just )?remembered|i forgot)\b[\s,;:.!\-–—]*)+", re.I)
+
 # Affirmations and refusals at the start of a reply ("yes please", "sounds great", "no thanks", "I don't").
 _YES = (r"(yes|yeah|yep|yup|sure|ok|okay|alright|all right|absolutely|definitely|of course|correct|right|affirmative|"
         r"that'?s right|true|perfect|great|sounds good|that works|please do|go ahead|go on|continue|proceed|fine|exactly|"

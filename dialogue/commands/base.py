@@ -29,6 +29,9 @@ class ApplyEnv:
     settled: Callable[[Frame], bool] = lambda _frame: False  # finished, with an irreversible call made
     takes: Callable[[str, str, Any], bool] = lambda _wf, _slot, _value: False  # a valid value of that slot?
     today: dt.date | None = None  # the desk's calendar date relative dates are read against (None = machine's)
+    # the library's sentence embeddings (texts -> L2-normalised rows): an answer naming an enum option in
+    # other words (``understanding.enums``); None: only the rules read options
+    embed: Callable[[list[str]], Any] | None = None
 
 
 class Command(BaseModel):
@@ -81,7 +84,14 @@ def activate(stack: list[Frame], workflow: str, env: ApplyEnv, new: Callable[[],
     rest = suspend(stack, env)
     if waiting is not None:
         rest = [f for f in rest if f.get("id") != waiting["id"]]
-        return [*rest, Frame(**{**waiting, "status": "active"})]
+        slots = dict(waiting.get("slots") or {})
+        if current is not None and current.get("status") != "interrupted" and env.finished(current):
+            # what the waiting task had asked for and the user gave inside the aside ("actually first, what's
+            # my balance? C-1001 pin 4821" while a card block asked for them) is its answer too
+            asked = set(waiting.get("asked") or [])
+            slots.update({k: v for k, v in carried(current, workflow, env).items()
+                          if k in asked and slots.get(k) in (None, "")})
+        return [*rest, Frame(**{**waiting, "status": "active", "slots": slots})]
     fresh = new()
     if current is not None and current.get("status") != "interrupted" and env.finished(current):
         fresh = Frame(**{**fresh, "slots": {**carried(current, workflow, env), **(fresh.get("slots") or {})}})

@@ -17,12 +17,12 @@ BACK = re.compile(r"\b(?:back to|go back|get back|return to|resume|continue (?:w
                   r"pick up where|where (?:we (?:were|left)|were we)|finish(?:ing)? (?:\w+ing )?(?:the|my|up|it|that)|"
                   r"now (?:the|my)\b)", re.I)
 GO_BACK = re.compile(r"\b(?:back to|go back|get back|return to)\b", re.I)
-CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|(?:stop|scratch) (?:this|that|it)|"
+CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|about it)|(?:stop|scratch|scrap) (?:this|that|it)|"
                     r"i changed my mind|start (?:over|again|afresh)|(?:don'?t|do not) want to (?:do|continue|"
                     r"go on with|go ahead with) (?:this|that|it)|(?:don'?t|do not) (?:want|need) to (?:\w+ ){1,3}any ?more)\b"
                     r"|^\W*stop\b(?!\s+(?:at|by|in|on|near|over)\b)", re.I)
 ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
-_PERSON = r"(?:human|person|real person|live agent|agent|representative|operator|colleague|manager)"
+_PERSON = r"(?:(?:real|actual|live|human|proper)\s+)?(?:human|person|being|agent|representative|operator|colleague|manager)"
 HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|get me|"
                    r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
                    rf"{_PERSON}\b|\b(?:talk|speak) (?:to|with) (?:someone|somebody)\b"

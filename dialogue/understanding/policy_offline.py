@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Sequence
 from workflows.text import UNSURE, yes_no
 
 from .closing import load_closing
-from .features import (CONTEXT_FEATURES, QUESTION, asks_for_something, context_features, foreign_share,
+from .features import (ASIDE, CONTEXT_FEATURES, QUESTION, asks_for_something, context_features, foreign_share,
                        lexical_features, markers_end_task, names_task, retrieval_feature, slot_update,
                        split_history)
 from .query import self_generated_query
@@ -219,10 +219,6 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     if named and params.use_names and (params.names_alone or feats["request"] or feats["cue"]
                                        or feats["accepts_offer"]):
         return verdict("SEARCH", 0.85, why=f"the user names another task ({named})")
-    if params.use_slot_update and not feats["accepts_offer"] and not named \
-            and slot_update(turn, workflow, bool(feats["request"])):
-        fx["slot_update"] = 1.0
-        return verdict("STAY", 0.8, why=f"a new slot value for {active}")
     # A digression: while the workflow waits for an answer the user asks or requests something the
     # active workflow's own words do not cover, and retrieval clearly prefers a workflow of another
     # role (a side remark near the active task — "is parking free there?" — is not a new task).
@@ -233,8 +229,18 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     # a question the user announces as an aside ("one more thing before that, where is ...?") needs only
     # retrieval to lean elsewhere; any other turn, retrieval to prefer another workflow clearly
     leans = ret >= 0.5 or (question and feats["cue"] and ret > 0)
-    if params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and leans \
-            and elsewhere:
+    digression = params.use_digression and feats["asked"] and asks and fx["foreign"] >= params.foreign and leans \
+        and elsewhere
+    # an announced aside stays one when it also gives values the active workflow asked for ("actually first,
+    # what's my savings balance? C-1001 pin 4821" while a card block asks for them): the aside is stacked
+    # above the waiting task, which the user comes back to, rather than read into it
+    if digression and question and ASIDE.search(turn):
+        return verdict("SEARCH", 0.8, why=f"an announced aside: another workflow fits better ({info.get('top')})")
+    if params.use_slot_update and not feats["accepts_offer"] and not named \
+            and slot_update(turn, workflow, bool(feats["request"])):
+        fx["slot_update"] = 1.0
+        return verdict("STAY", 0.8, why=f"a new slot value for {active}")
+    if digression:
         return verdict("SEARCH", 0.8, why=f"a digression: another workflow fits better ({info.get('top')})")
     s = (params.w_request * feats["request"] + params.w_cue * feats["cue"] + params.w_verb * feats["verb_shift"]
          + params.w_done * feats["done"]

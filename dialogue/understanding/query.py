@@ -6,19 +6,13 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from workflows.text import DISCOURSE
+
 from .features import ELLIPTIC, OFFER_CLAUSE, _content_words
 
 _ACTION = re.compile(r"(?:(?:i want|i'?d like|i would like|i need)(?:\s+to)?|i wanna|can you|could you|would you|"
                      r"will you|help me|please|i'?m looking to|i am looking to|let'?s|is it possible to)\s+"
                      r"([^?.!,;]+)", re.I)
-
-
-# Discourse markers opening a turn ("Oh wait, before that: …", "Also, one more thing — …") say that a
-# new request follows; they are not part of it.  Generic English, stripped before the query is written.
-DISCOURSE = re.compile(r"^\W*(?:(?:oh|ah|um+|hmm+|uh|well|so|ok(?:ay)?|sorry|wait|hold on|hang on|actually|also|and|"
-                       r"btw|by the way|one more thing|another thing|quick question|real quick|before (?:that|we "
-                       r"(?:continue|go on|finish|do that))|first|in the meantime|meanwhile|oops|hey|"
-                       r"(?:i )?(?:just )?remembered|i forgot)\b[\s,;:.!\-–—]*)+", re.I)
 
 
 def new_request(turn: str) -> str:

@@ -21,6 +21,7 @@ from workflows.semantics import result_polarity
 from workflows.text import FILLERS, STOPWORDS, yes_no
 from workflows.text import NUMBER_WORDS as text_numbers
 
+from .enums import read_answer
 from .spans import Target, load_spans, slot_words
 
 NUMBER_WORDS = {**text_numbers, "a couple": 2, "couple": 2, "single": 1, "thirty": 30, "forty": 40, "fifty": 50}
@@ -344,13 +345,17 @@ def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, 
 # a stay or period said by its ends: "from the 10th to the 13th of december", "between May 3 and May 5"
 _RANGE = re.compile(r"\b(?:from|between)\s+(?P<a>[\w ,./-]{1,30}?)\s*(?:\s[-–]\s|\bto\b|\buntil\b|\btill\b|\bthrough\b|\band\b)"
                     r"\s*(?P<b>[\w ,./-]{1,30})", re.I)
+# ... or by the arrival and the departure ("checking in on 1 December and leaving on the 4th")
+_STAY = re.compile(r"\b(?:check(?:ing)?[- ]?in|arriv(?:e|ing))\s+(?:on\s+)?(?P<a>[\w ,./-]{1,30}?)\s*(?:,|\band\b)?\s*"
+                   r"(?:then\s+)?(?:leav(?:e|ing)|check(?:ing)?[- ]?out|depart(?:ing)?|go(?:ing)? home)\s+(?:on\s+)?"
+                   r"(?P<b>[\w ,./-]{1,30})", re.I)
 _BARE_DAY = re.compile(r"(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?", re.I)
 
 
 def find_range(text: str, today: dt.date | None = None) -> tuple[dt.date, dt.date, tuple[int, int]] | None:
     """A period said by its first and last day (start, end, span); the first end may be a bare day that
     takes the last one's month ("from the 10th to the 13th of december")."""
-    for m in _RANGE.finditer(text):
+    for m in [*_RANGE.finditer(text), *_STAY.finditer(text)]:
         end = find_date(m.group("b"), today)
         if not end or m.group("b")[:end[1][0]].strip().lower() not in ("", "the") or not _ISO.fullmatch(end[0]):
             continue
@@ -438,29 +443,31 @@ _PERSON_NOUN = r"(?:adult|grown-?up|child(?:ren)?|kid|teen(?:ager)?|infant|bab(?
 _COUNTED = re.compile(r"(?<![\w:./-])(\d+|" + "|".join(sorted((re.escape(w) for w in NUMBER_WORDS), key=len, reverse=True))
                       + rf")\s+(?:(?:of\s+)?(?:my|our|their)\s+)?(?:[a-z]+\s+)?{_PERSON_NOUN}\b", re.I)
 _AND = re.compile(r"\s*(?:,|\band\b|\bplus\b|\bwith\b|[+&])\s*(?:(?:and|my|our)\s+)*$", re.I)
-_ME_AND = re.compile(r"\b(?:me|myself|i)\s+(?:and|with|plus|\+|&)\s+(?:(?:my|our)\s+)?$", re.I)
+# one person named by who they are to the speaker ("my husband", "our son"), and the speaker ("me", "... and I")
+_RELATIVE = r"(?:husband|wife|partner|spouse|boyfriend|girlfriend|fianc[eé]e?|son|daughter|child|kid|baby|mum|mom|" \
+            r"mother|dad|father|brother|sister|friend|colleague|boss|grand(?:ma|pa|mother|father|son|daughter)|" \
+            r"aunt|uncle|cousin|niece|nephew|guest)"
+_ONE = re.compile(rf"\b(?:my|our)\s+(?:[a-z]+\s+)?{_RELATIVE}\b(?!\s*(?:'s|s\b))|\b(?:me|myself)\b|(?<=\band )I\b", re.I)
 _ALONE = re.compile(r"\b(?:(?:just|only)\s+(?:me|myself)|by myself|on my own|alone|solo)\b", re.I)  # a party of one
 
 
 def find_party(text: str) -> tuple[int, tuple[int, int]] | None:
-    """The size of a party said by its parts (value, span): counts of people joined by "and", plus the
-    speaker when they say "me and ..."; the speaker alone ("just me").  None for a single count
-    (``find_int`` reads those)."""
-    counted = list(_COUNTED.finditer(text))
-    runs: list[list[re.Match]] = []
-    for m in counted:
-        if runs and _AND.fullmatch(text[runs[-1][-1].end():m.start()]):
-            runs[-1].append(m)
-        else:
-            runs.append([m])
+    """The size of a party said by its parts (value, span): counts of people and single people ("me",
+    "my husband") joined by "and" or commas — "me and my 3 kids", "2 adults and 2 children", "me, my
+    husband and our three kids"; the speaker alone ("just me").  None for a single count (``find_int``
+    reads those) or a single person."""
+    parts = sorted([(m, int(m.group(1)) if m.group(1).isdigit() else NUMBER_WORDS[m.group(1).lower()])
+                    for m in _COUNTED.finditer(text)] + [(m, 1) for m in _ONE.finditer(text)],
+                   key=lambda p: p[0].start())
+    runs: list[list[tuple[re.Match, int]]] = []
+    for m, n in parts:
+        if runs and runs[-1][-1][0].end() <= m.start() and _AND.fullmatch(text[runs[-1][-1][0].end():m.start()]):
+            runs[-1].append((m, n))
+        elif not runs or runs[-1][-1][0].end() <= m.start():
+            runs.append([(m, n)])
     for run in runs:
-        total = sum(int(m.group(1)) if m.group(1).isdigit() else NUMBER_WORDS[m.group(1).lower()] for m in run)
-        start = run[0].start()
-        if me := _ME_AND.search(text[:start]):
-            total, start = total + 1, me.start()
-        elif len(run) < 2:
-            continue
-        return total, (start, run[-1].end())
+        if len(run) >= 2 and any(m.re is _COUNTED or m.group(0).lower() not in ("me", "myself", "i") for m, _ in run):
+            return sum(n for _, n in run), (run[0][0].start(), run[-1][0].end())
     return (1, alone.span()) if (alone := _ALONE.search(text)) else None
 
 
@@ -687,10 +694,11 @@ def find_amount(text: str) -> tuple[int | float, tuple[int, int]] | None:
 
 def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = None,
                last_items: list[Any] | None = None, today: dt.date | None = None,
-               missing: list[str] | None = None) -> Filled:
+               missing: list[str] | None = None, embed=None) -> Filled:
     """Slot values found in ``message``; ``pending`` are the slots the agent just asked for; ``missing``
     (when known) the slots the conversation has no value for yet — a name the user volunteers beside
-    the asked values may fill the only free-text one among them (``volunteered_name``)."""
+    the asked values may fill the only free-text one among them (``volunteered_name``); ``embed`` (the
+    library's sentence embeddings) reads an asked enum option said in other words (``enums``)."""
     pending = [p for p in (pending or []) if workflow.slot(p)]
     out = Filled(yesno=yes_no(message), is_question=bool(QUESTION.search(message.strip())))
     text = message
@@ -783,6 +791,12 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                     pos = src.lower().find(hit[0].lower())
                     if pos >= 0:
                         take((pos, pos + len(hit[0])))
+                elif is_pending and s.name in (missing or ()) \
+                        and [p for p in pending if p not in out.values] == [s.name] \
+                        and (said := read_answer(other_direction_blanked(src, s), s.enum or [], embed)):
+                    # the answer to the question for it, in other words ("they're too small" for does_not_fit),
+                    # when it is the one question left open and the slot has no value yet (never a change)
+                    out.set(s.name, said, 0.8)
             elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
             elif kind == "number" and (amount := find_amount(src)) and fits[s.name].ok(amount[0]):
@@ -1148,11 +1162,15 @@ def last_items(frame: dict) -> list | None:
 _REPLACING = re.compile(r"^(?:new|updated|changed|other|different|another)_", re.I)
 
 
+_ID_SUFFIX = re.compile(r"_ids?$", re.I)
+
+
 def referents(slot: str) -> tuple[str, ...]:
-    """Names of the values a slot's answer may point into: the list of its kind (``items`` for ``item``)
-    or the value it replaces (``date`` for ``new_date``)."""
+    """Names of the values a slot's answer may point into: the list of its kind (``items`` for ``item``,
+    ``transactions`` for ``transaction_ids``) or the value it replaces (``date`` for ``new_date``)."""
     base = _REPLACING.sub("", slot)
-    return tuple(dict.fromkeys(n for n in (f"{slot}s", f"{slot}es", base) if n != slot))
+    kinds = [f"{slot}s", f"{slot}es"] + ([f"{_ID_SUFFIX.sub('', slot)}s"] if _ID_SUFFIX.search(slot) else [])
+    return tuple(dict.fromkeys(n for n in (*kinds, base) if n != slot))
 
 
 _SAME = re.compile(r"\b(?:the\s+)?same\s+([a-z]+)\b", re.I)
@@ -1194,7 +1212,11 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
                     named = [i for i, (n, k) in hits if k and 2 * k >= n]
                     pick = named[0] if len(named) == 1 and sum(1 for _, (_, k) in hits if k) == 1 else None
                 if pick is not None:
-                    out[name] = _item_value(pick, name)
+                    value = _item_value(pick, name)
+                    # an id slot takes the listed item's reference ("TX-5007"), not its whole line
+                    if _ID_SUFFIX.search(name) and isinstance(value, str) and (ref_id := ORDER_ID.search(value)):
+                        value = ref_id.group(0)
+                    out[name] = value
                     break
             elif (m := _SAME.search(message)) and m.group(1).lower() in label_words(slot) | set(_tokens(ref)):
                 out[name] = value  # "same day": the value the new one replaces stays
@@ -1215,18 +1237,24 @@ def retried_slots(frame: dict) -> set[str]:
 
 
 def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str], turn: int,
-                  skip_free_text: bool = False, today: dt.date | None = None) -> tuple[list, Filled]:
+                  skip_free_text: bool = False, today: dt.date | None = None, embed=None) -> tuple[list, Filled]:
     """SetSlot / CorrectSlot commands for the active frame from the user's message.
 
     ``asked``: the slots the agent's last question asked for (a free-text answer may fill them);
     ``skip_free_text``: the user said they cannot answer, so the reply is no value; ``today``: the desk's
-    calendar date ("tomorrow", "the 6th" are read against it; None = the machine's date)."""
+    calendar date ("tomorrow", "the 6th" are read against it; None = the machine's date); ``embed``: the
+    library's sentence embeddings, for an asked enum option said in other words (``enums``)."""
     from ..commands import CorrectSlot, SetSlot
 
     pending = [] if skip_free_text else asked
     slots = frame.get("slots") or {}
     found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame), today=today,
-                       missing=[s.name for s in workflow.slots if slots.get(s.name) in (None, "")])
+                       missing=[s.name for s in workflow.slots if slots.get(s.name) in (None, "")], embed=embed)
+    # an asked value pointed at among what a lookup listed ("the unknown merchant one", "the vase") is that
+    # item, not the words that point at it
+    unfilled = [n for n in pending if slots.get(n) in (None, "") and not (workflow.slot(n) and workflow.slot(n).enum)]
+    for name, value in referred_values(message, workflow, {**(frame.get("results") or {}), **slots}, unfilled).items():
+        found.values[name], found.confidence[name] = value, 0.85
     if pending and CORRECTION.search(message) and not any(n in found.values for n in pending):
         # "oh actually we're 4 now" while the name is asked: the correction is of a value already given,
         # read as if nothing were asked (an unlabelled number may then be that value)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import defaultdict
 from pathlib import Path
+from typing import Iterator
 
 from . import Dialogue, Turn, finish_labels
 
@@ -23,6 +25,30 @@ def dialogue_files(data_dir: Path, split: str) -> list[Path]:
     if not files:
         raise FileNotFoundError(f"{root / split}: no dialogues_*.json.gz (is --data pointing at shared/data?)")
     return [files[k] for k in sorted(files)]
+
+
+def every_dialogue(data_dir: Path, split: str, every: int = 1) -> Iterator[dict]:
+    """Every ``every``-th raw dialogue of the split, in file order."""
+    k = 0
+    for path in dialogue_files(data_dir, split):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            dialogues = json.load(fh)
+        for raw in dialogues:
+            k += 1
+            if not (k - 1) % every:
+                yield raw
+
+
+def user_turns(raw: dict) -> Iterator[tuple[dict, dict[str, set]]]:
+    """A dialogue's user turns, each with the slots the system's turn before it requested, by service."""
+    asked: dict[str, set] = defaultdict(set)
+    for turn in raw["turns"]:
+        if turn["speaker"] != "USER":
+            asked = defaultdict(set)
+            for f in turn.get("frames", []):
+                asked[f["service"]].update(a.get("slot") for a in f.get("actions", []) if a.get("act") == "REQUEST")
+            continue
+        yield turn, asked
 
 
 def _focus(frames: list[dict], prev_service: str | None) -> dict | None:
