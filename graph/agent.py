@@ -31,7 +31,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from workflows.sanitize import normalize_text
+from workflows.sanitize import MAX_MESSAGE_CHARS, normalize_text
 from workflows.text import message_text
 
 from .checkpoint import ledger_for
@@ -42,7 +42,6 @@ from .state import InputState, OutputState, State, decision, turn_commands
 
 # LangGraph reads a run's default durability from this configurable key (langgraph-api sets it too).
 DURABILITY_KEY = "__pregel_durability"
-MAX_MESSAGE_CHARS = 20_000  # longer user messages are refused (embedding/LLM inputs stay bounded)
 MODEL_FIELDS = tuple(f"{role}_model" for role in ROLES)
 
 

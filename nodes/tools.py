@@ -31,7 +31,7 @@ from dialogue.frames import top
 from dialogue.understanding.slots import referents, referred_values
 from graph.state import State
 from memory.effects import key_for, run_once
-from workflows.sanitize import redact_data, user_args
+from workflows.sanitize import MAX_MESSAGE_CHARS, normalize_text, redact_data, user_args
 from workflows.text import confirms, says_more
 from workflows.pdl import Api, Workflow
 
@@ -99,10 +99,10 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                             "question": confirmation_question(api, args, wf)})
         if not confirmed(answer):
             status, error = "cancelled", f"{name}: cancelled — the user declined to go ahead"
-            reply = answer if isinstance(answer, str) else ""
+            reply = normalize_text(answer).strip() if isinstance(answer, str) else ""
             # "wait no, it's the debit one, 6045": the call is off, and the words are read as the user's next
             # turn (``graph.agent.after_tools``), so the correction reaches the frame before anything runs
-            reread = reply.strip() if says_more(reply) else ""
+            reread = reply if says_more(reply) and len(reply) <= MAX_MESSAGE_CHARS else ""
     if status == "ok":
         if wf is None:
             result_ok, data, error = False, {}, f"{name}: no active workflow to run it in"
@@ -119,7 +119,7 @@ def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                             "call": {"api": name, "args": args, "status": status, "turn": turn, "key": key or call_id,
                                      **({"reread": True} if reread else {})}}]
         if reread and wf is not None:  # the confirmation asked about the values it listed: a bare "6045" is one
-            update["stack"][0]["asked"] = [k for k in user_args(args, {s.name for s in wf.slots})]
+            update["stack"][0]["asked"] = list(user_args(args, {s.name for s in wf.slots}))
         referred = referred_now(state, wf, frame, data) if status == "ok" else {}
         if referred:  # the user's words point into what the call returned ("send back the table runner")
             update["stack"][0]["slots"] = referred

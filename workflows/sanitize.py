@@ -49,6 +49,9 @@ _LOCK = threading.Lock()
 MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words
 
 
+MAX_MESSAGE_CHARS = 20_000  # longer user messages are refused (embedding/LLM inputs stay bounded)
+
+
 def normalize_text(value: Any) -> str:
     """A clean ``str`` from any text input (see the module docstring); never raises."""
     if value is None:

@@ -38,9 +38,10 @@ CUE = re.compile(r"\b(actually|instead|also|another thing|one more thing|somethi
                  re.I)
 # What announces an aside, a request to be dealt with before the task at hand ("actually first, ...", "one more
 # thing before that", "quick question"), unlike the cues of a change to it ("what about ...", "... instead").
-ASIDE = re.compile(r"(?:^\W*|\b(?:actually|but|ok(?:ay)?|oh|wait|so|and)\W+)first\b(?![\s-]+(?:class|name|time|one|of)\b)|\bbefore (?:that|we (?:continue|go on|"
-                   r"finish|do that))\b|\b(?:one more|another) thing\b|\bquick question\b|\breal quick\b|\bby the way\b|"
-                   r"\bbtw\b|\bin the meantime\b|\bmeanwhile\b|\bwhile (?:i have you|you'?re at it|we'?re at it)\b", re.I)
+ASIDE = re.compile(r"(?:^\W*|\b(?:actually|but|ok(?:ay)?|oh|wait|so|and)\W+)first\b(?![\s-]+(?:class|name|time|one|of)\b)"
+                   r"|\bbefore (?:that|we (?:continue|go on|finish|do that))\b|\b(?:one more|another) thing\b"
+                   r"|\bquick question\b|\breal quick\b|\bby the way\b|\bbtw\b|\bin the meantime\b|\bmeanwhile\b"
+                   r"|\bwhile (?:i have you|you'?re at it|we'?re at it)\b", re.I)
 # "where is my order?" asks for a service (tracking), unlike "where is it?" about the current item.
 REQUEST = re.compile(r"\b(where is my|where's my|(what is|what's) the status of my|"
                      r"i (also |really |just |now )?want|i'?d (also |really )?like|i would (also |really )?like|"
