@@ -64,6 +64,8 @@ class Report:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_xticks(list(xs))
+        if len(xs) > 8:  # many ticks: slanted, so their labels do not run into each other
+            ax.tick_params(axis="x", labelrotation=45)
         ax.set_ylim(0, 1.02)
         if title:
             ax.set_title(title)
