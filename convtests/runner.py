@@ -149,7 +149,9 @@ def check(step: Step, turn: Turn) -> tuple[bool, str, str]:
             if value.args else f"{value.name}(...)"
         return ok, f"a call {want}", "calls: " + ("; ".join(map(_fmt_call, turn.calls)) or "none")
     if kind == "tool_not_called":
-        made = [c for c in turn.called() if c["name"] == value]
+        # the call did not happen: one still waiting for the user's yes has not run ("no wait, savings" at the
+        # confirmation, and the corrected transfer asks again: nothing was transferred)
+        made = [c for c in turn.called() if c["name"] == value and c["status"] != AWAITING]
         return not made, f"no call of {value}", "calls: " + ("; ".join(map(_fmt_call, turn.calls)) or "none")
     if kind == "slot":
         slots = (frame_for(values, active).get("slots") if active else None) or {}

@@ -14,13 +14,13 @@ from typing import Any, Mapping
 
 from workflows.pdl import Workflow
 from workflows.semantics import is_condition_key
-from workflows.text import content_words, stemmed
+from workflows.text import FILLERS, content_words, stemmed
 
 from .commands import ApplyEnv, Command, OutOfScope, SetSlot, apply_all
 from .execution.interpreter import Interpreter, invalidate, message_words
 from .frames import Frame, irreversible_made, top
 from .understanding.navigation import is_instruction
-from .understanding.slots import slot_commands
+from .understanding.slots import CARRIED_KINDS, slot_commands, slot_kind
 
 # commands that only navigate (or say the message is no language): the message is not read as slot values.
 # A resumed task does read it: "ok, now the transfer please. C-1001 pin 4821" goes back and answers.
@@ -50,8 +50,12 @@ def make_env(turn: int, workflows: Mapping[str, Workflow], interpreters: Mapping
         s = workflows[name].slot(slot) if name in workflows else None
         return s is not None and (not s.enum or value in s.enum)
 
+    def carries(name: str, slot: str) -> bool:
+        s = workflows[name].slot(slot) if name in workflows else None
+        return s is not None and slot_kind(s) in CARRIED_KINDS
+
     return ApplyEnv(turn=turn, has_workflow=lambda name: name in workflows, finished=finished, invalidate=stale,
-                    slots_of=slots_of, settled=settled, takes=takes, today=today, embed=embed)
+                    slots_of=slots_of, settled=settled, takes=takes, today=today, embed=embed, carries=carries)
 
 
 def open_frame(stack: list[Frame] | None, env: ApplyEnv) -> Frame | None:
@@ -89,9 +93,13 @@ def read_turn(stack: list[Frame], wf: Workflow, interp: Interpreter, reading: di
     if declined and frame is not None:
         frame = Frame(**{**frame, "declined": sorted({*(frame.get("declined") or []), *declined})})
         stack = [*stack[:-1], frame]
-    related = bool(message_words(text) & interp.vocabulary)
-    if asked and not found.values and found.is_question and found.yesno is None and not related:
-        added = [*added, OutOfScope(turn=env.turn)]  # a side question while the workflow waits for an answer
+    # (after the end, a question with something to it: "hello? are you still there?" is no request)
+    done = frame is not None and (frame.get("status") == "done" or env.finished(frame)) \
+        and len(content_words(text) - FILLERS) >= 2
+    related = bool(message_words(text) & (interp.vocabulary if done else _asked_words(wf, asked, interp)))
+    if (asked or done) and not found.values and found.is_question and found.yesno is None and not related:
+        # a side question while the workflow waits for an answer, or after it finished ("is breakfast included?")
+        added = [*added, OutOfScope(turn=env.turn)]
     return stack, added
 
 
@@ -133,6 +141,19 @@ def _declined(asked: list[str], reading: dict, values: dict, frame: Frame | None
     said = stemmed(content_words(reading.get("text") or ""))
     named = [a for a in open_ if (s := wf.slot(a)) is not None and said & _slot_words(s)]
     return named or open_
+
+
+def _asked_words(wf: Workflow, asked: list[str], interp: Interpreter) -> set[str]:
+    """The words a question about what the agent just asked would use: the asked slots' names, descriptions
+    and options, less the words of the workflow's name ("Why the item is returned" is about the reason, and
+    "do I have to pay for the return postage?" is not); every word of the workflow when something other
+    than a slot was asked (a condition)."""
+    slots = [wf.slot(n) for n in asked]
+    if not all(slots):
+        return interp.vocabulary
+    topic = stemmed(content_words(wf.name))
+    return set().union(*((_slot_words(s) - topic) | stemmed(content_words(f"{s.name} {' '.join(s.enum or [])}"))
+                         for s in slots))
 
 
 def _slot_words(slot) -> set[str]:

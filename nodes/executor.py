@@ -124,6 +124,10 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return update
     if "not_understood" in kinds and (wf is None or frame is None or frame.get("status") == "done"):
         return {"proposal": pattern_reply(res, "pattern_not_understood")}
+    if "out_of_scope" in kinds and frame is not None and wf is not None and (
+            frame.get("status") == "done" or res.interpreters[wf.name].next_action(frame).kind == "done"):
+        # a question after the task finished that none of it answers: say so, and what the desk covers
+        return {"proposal": pattern_reply(res, "pattern_cannot_handle", coverage(res.library))}
     if wf is None or frame is None:
         if "out_of_scope" in kinds:  # the scope gate turned the request away: say what the desk covers
             return {"proposal": pattern_reply(res, "pattern_cannot_handle", coverage(res.library))}
@@ -155,7 +159,7 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # repair patterns that continue with the workflow's next question (the message is no slot value)
     for kind, name, flow in (("capabilities", "pattern_capabilities", lambda: coverage(res.library)),
                              ("resume_flow", "pattern_resume_flow", lambda: lower_first(wf.display_name)),
-                             ("out_of_scope", "pattern_out_of_scope", lambda: wf.display_name),
+                             ("out_of_scope", "pattern_out_of_scope", lambda: lower_first(wf.display_name)),
                              ("not_understood", "pattern_not_understood_continue", lambda: wf.display_name)):
         if kind in kinds:  # ``flow`` is worked out only for the pattern that answers (coverage reads the library)
             again = next_proposal(wf, interp, frame, {}, rejected)

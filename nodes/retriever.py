@@ -21,11 +21,12 @@ from dialogue.commands import Clarify, OutOfScope, StartFlow, dump
 from dialogue.execution.interpreter import message_words
 from dialogue.turn import make_env, open_frame
 from dialogue.understanding.belief import initial_belief, side_question
-from dialogue.understanding.features import split_history
+from dialogue.understanding.features import announced_aside, split_history
 from dialogue.understanding.prior import DEFAULT_PRIOR, context_rerank, rerank_text
 from dialogue.understanding.ranker import DEPTH, evidence, load_ranker
 from dialogue.understanding.requests import rule_for, two_requests
 from dialogue.understanding.scope import load_scope, scope_features
+from dialogue.understanding.slots import value_labels
 from graph.context import Context
 from graph.resources import get_resources, model_for
 from graph.state import State, active_workflow, search_query_of, turn_commands
@@ -57,6 +58,7 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     if ranker is None:
         return candidates, {}
     text, agent, _ = split_history(state.get("messages") or [])
+    text = labelled(text, res.library, frame["workflow"] if frame else None)
     lexical = [(c["workflow"], float(c["score"])) for c in
                res.retriever.search(query, retriever="bm25", strategy=ctx.strategy, top_k=DEPTH, route=route)]
     dense = [(c["workflow"], float(c["score"])) for c in
@@ -70,11 +72,27 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
     scores = ranker.picker().scores(ev, res.library, active, seen, extra)
     if active and scores and side_question(text, frame, scores[0][0], res.library):
         scores = sorted(scores, key=lambda x: x[0] != active)  # stable: the active first, the rest as ranked
+    elif active and len(scores) > 1 and scores[0][0] == active and scores[1][1] >= 0 and announced_aside(text):
+        # the user says it is another matter ("before that, where is my other order?"), and the ranker itself finds
+        # another workflow more likely right than not (a logit of at least 0): that one ("by the way, do you have
+        # wifi?" fits none: the active one stays, and says it cannot help)
+        scores = sorted(scores, key=lambda x: x[0] == active)
     wfs = res.library.workflows
     by_name = {c["workflow"]: c for c in candidates}
     out = [{**by_name.get(n, {"workflow": n, "domain": wfs[n].domain, "role": wfs[n].role,
                              "retriever": "bm25", "level": "flat"}), "score": round(s, 6)} for n, s in scores]
     return out, initial_belief(scores)
+
+
+def labelled(text: str, library, active: str | None) -> str:
+    """``text`` with what its references are (``slots.value_labels``: "where is ORD-7003?" also says "Order
+    number"), so the search meets the workflows that take them.  Not a reference the active workflow takes
+    too (its customer number): that says nothing against the active task, and may be an answer to it."""
+    labels = value_labels(text, library.workflows.values())
+    wf = library.workflows.get(active) if active else None
+    if wf is not None:
+        labels = [lab for lab in labels if lab not in set(value_labels(text, [wf]))]
+    return f"{text} ({', '.join(labels)})" if labels else text
 
 
 def served(state: State, res) -> bool:
@@ -133,12 +151,12 @@ def retriever(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     res = get_resources(ctx)
     route = state.get("route") if ctx.strategy != "flat" else None  # the router ran before (graph/agent.py)
     depth = max(ctx.top_k, DEFAULT_PRIOR.depth if ctx.context_prior else DEPTH if ctx.ranker else 0)
-    query = search_query_of(state)
+    frame = open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters))
+    query = labelled(search_query_of(state), res.library, frame["workflow"] if frame else None)
     candidates = res.retriever.search(query, retriever=ctx.retriever, strategy=ctx.strategy,
                                       representation=ctx.representation, top_k=depth, fusion=ctx.fusion,
                                       route=route or None)
     belief: dict[str, float] = {}
-    frame = open_frame(state.get("stack") or [], make_env(0, res.library.workflows, res.interpreters))
     # A frame the turn itself cancels ("never mind the restaurant, I need a hotel instead") is not the active one
     # the pick weighs: the user has just left it.  Its workflow stays a candidate, as for any opening request
     # ("forget this booking, book me another table" starts it afresh).

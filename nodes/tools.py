@@ -32,7 +32,7 @@ from dialogue.understanding.slots import referents, referred_values
 from graph.state import State
 from memory.effects import key_for, run_once
 from workflows.sanitize import MAX_MESSAGE_CHARS, normalize_text, redact_data, user_args
-from workflows.text import confirms, says_more
+from workflows.text import confirms, message_text, role_of, says_more
 from workflows.pdl import Api, Workflow
 
 
@@ -66,14 +66,28 @@ def earlier_calls(state: State, turn: int, name: str, args: dict) -> int:
 
 
 def referred_now(state: State, wf, frame: dict, data: dict) -> dict[str, Any]:
-    """Values of the frame's unfilled slots that this turn's message points at in what a call just
-    returned (``dialogue.understanding.slots.referred_values``): the message was read before the lookup."""
+    """Values of the frame's slots that the user's words point at in what a call just returned
+    (``dialogue.understanding.slots.referred_values``): this turn's message (read before the lookup), then the
+    frame's earlier messages by an item's name — said before the list existed ("I want to return the ceramic
+    vase" before the order's items were looked up).  A slot whose value names none of the listed items (a
+    free-text answer that was about something else: "it arrived cracked") is open to them too."""
     slots = frame.get("slots") or {}
-    unfilled = [s.name for s in wf.slots if slots.get(s.name) in (None, "") and set(referents(s.name)) & set(data)]
-    text = (state.get("reading") or {}).get("text") or ""
-    if not unfilled or not text:
+    values = {**(frame.get("results") or {}), **data}
+    open_slots = [s.name for s in wf.slots if set(referents(s.name)) & set(data) and (
+        slots.get(s.name) in (None, "")
+        or isinstance(slots[s.name], str) and not referred_values(slots[s.name], wf, values, [s.name], named_only=True))]
+    if not open_slots:
         return {}
-    return referred_values(text, wf, {**(frame.get("results") or {}), **data}, unfilled)
+    users = [t for m in state.get("messages") or [] if role_of(m) == "user" and (t := message_text(m).strip())]
+    earlier = users[max(int(frame.get("started") or 1) - 1, 0):-1]  # the frame's messages before this turn's
+    text = (state.get("reading") or {}).get("text") or ""
+    out: dict[str, Any] = {}
+    for said, named_only in [(text, False), *((t, True) for t in reversed(earlier))]:
+        rest = [n for n in open_slots if n not in out]
+        if not rest:
+            break
+        out.update(referred_values(said, wf, values, rest, named_only=named_only) if said else {})
+    return out
 
 
 def tools(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -53,17 +53,13 @@ def test_declined_confirmation_books_nothing(talk, agent_context):
 def test_a_correction_at_the_confirmation_is_read_before_anything_runs(talk, agent_context):
     """An answer to "shall I go ahead?" that says more than no is the user's next turn: the call is off, the
     corrected value (a bare number, read as one of the values the confirmation listed) re-runs what depends on
-    it, and the booking waits for the user to agree to the new details."""
+    it, and the booking for the new details asks its own confirmation (one yes, not two)."""
     talk("I want to reserve a table at Casa Fiorella for 2 people on 2026-12-19 at 19:00")
-    r = talk("Barbara Liskov", confirm="wait, we're 3 now")
-    (payload, _), = r.interrupts
-    assert payload["args"]["party_size"] == 2
-    assert [c["name"] for c in r.tool_calls] == ["book", "check_availability"]
+    r = talk("Barbara Liskov", confirm=lambda p: "wait, we're 3 now" if p["args"]["party_size"] == 2 else "yes")
+    (first, _), (second, answer) = r.interrupts
+    assert first["args"]["party_size"] == 2 and second["args"]["party_size"] == 3 and answer == "yes"
+    assert [c["name"] for c in r.tool_calls] == ["book", "check_availability", "book"]
     assert "declined" in r.tool_calls[0]["result"] and json.loads(r.tool_calls[1]["result"])["available"] is True
-    assert "party size 3" in r.reply and _bookings(agent_context.db_path, "Barbara Liskov") == []
-    r = talk("yes")
-    (payload, _), = r.interrupts
-    assert payload["args"]["party_size"] == 3
     assert _bookings(agent_context.db_path, "Barbara Liskov") == [("2026-12-19", "19:00", 3)] and "B-" in r.reply
 
 

@@ -116,7 +116,9 @@ def test_confirmed(answer, expected):
                                              ("yes please", False), ("yes, cancel it", False),
                                              ("wait no, it's the debit one, 6045", True),
                                              ("no, make it 4 people", True), ("how much is it?", True),
-                                             ("actually no, I changed my mind", True)])
+                                             # leaving things as they are is still only a no
+                                             ("actually no, I changed my mind", False), ("hmm no, leave it", False),
+                                             ("actually no, I'll keep it", False), ("no, keep it at 4 people", True)])
 def test_an_answer_that_says_more_than_no_is_a_turn_of_its_own(answer, expected):
     from workflows.text import says_more
 

@@ -164,13 +164,21 @@ def confirms(text: str) -> bool:
     return bool(said & CONFIRM_WORDS) and not said & REFUSE_WORDS
 
 
+# Ways of saying "leave things as they are" beyond a no ("hmm no, leave it", "actually no, I'll keep it")
+KEEP_AS_IS = re.compile(r"\b(?:i'?ll|we'?ll|i will|we will|i'?d rather|let'?s) (?:keep|leave) (?:it|them|that|this)\b"
+                        r"|\b(?:leave|keep|forget|drop|scrap) (?:it|that|them|this)(?: (?:as it is|as they are|then|"
+                        r"for now))?\b|\bnever ?mind\b|\bnot (?:now|today)\b|\bhold off\b|\bdon'?t bother\b"
+                        r"|\bchanged my mind\b", re.I)
+
+
 def says_more(text: str) -> bool:
     """Does a reply that is no yes say more than no ("wait no, it's the debit one, 6045", "no, make it 4
     people", "what's the fee?")?  Such a reply is a turn of its own (a correction, a question), not only a
-    refusal; "no", "no thanks, don't" is only one."""
+    refusal; "no", "no thanks, don't", "hmm no, leave it", "actually no, I'll keep it" is only one."""
     if confirms(text):
         return False
-    said = set(words(text)) - FILLERS - REFUSE_WORDS - CONFIRM_WORDS
+    rest = KEEP_AS_IS.sub(" ", DISCOURSE.sub("", text or ""))
+    said = set(words(rest)) - FILLERS - REFUSE_WORDS - CONFIRM_WORDS
     return bool(said) or "?" in (text or "")
 
 

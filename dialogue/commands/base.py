@@ -28,6 +28,9 @@ class ApplyEnv:
     slots_of: Callable[[str], frozenset[str]] = lambda _name: frozenset()  # a workflow's slot names
     settled: Callable[[Frame], bool] = lambda _frame: False  # finished, with an irreversible call made
     takes: Callable[[str, str, Any], bool] = lambda _wf, _slot, _value: False  # a valid value of that slot?
+    # does a new instance of the workflow start with the value an earlier task of the conversation holds under
+    # the slot's name (who the user is, what they refer to: ids, email, phone — never a preference)?
+    carries: Callable[[str, str], bool] = lambda _wf, _slot: False
     today: dt.date | None = None  # the desk's calendar date relative dates are read against (None = machine's)
     # the library's sentence embeddings (texts -> L2-normalised rows): an answer naming an enum option in
     # other words (``understanding.enums``); None: only the rules read options

@@ -6,6 +6,7 @@ just below the active one (interrupted, ``Frame.queued``) and starts when the ac
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from ..frames import Frame, new_frame
@@ -29,7 +30,7 @@ class StartFlow(Command):
             return [*stack[:-1], waiting, stack[-1]]
 
         def new() -> Frame:
-            frame = new_frame(self.workflow, env.turn)
+            frame = new_frame(self.workflow, env.turn, carried(stack, self.workflow, env, self.query))
             if self.belief:
                 frame["belief"] = dict(self.belief)
             return frame
@@ -39,3 +40,25 @@ class StartFlow(Command):
             # Searched again and found the same workflow (or took it back): the new pick's belief holds.
             out = [*out[:-1], Frame(**{**out[-1], "belief": dict(self.belief)})]
         return out
+
+
+# "where is my other order?": the request is about another thing than the one an earlier task held
+_ANOTHER = re.compile(r"\b(?:other|another|different|second|separate)\b", re.I)
+
+
+def carried(stack: list[Frame], workflow: str, env: ApplyEnv, request: str = "") -> dict:
+    """The values a new instance of ``workflow`` starts with: for each slot that carries (``ApplyEnv.carries``:
+    who the user is, what they refer to), the latest value an earlier task of the conversation holds under
+    that name ("cancel B-1008" — "no, leave it" — "push it to 9.30pm instead": the change is of B-1008).  None
+    when the request says it is about another one ("where is my other order?")."""
+    out: dict = {}
+    if _ANOTHER.search(request or ""):
+        return out
+    for name in env.slots_of(workflow):
+        if not env.carries(workflow, name):
+            continue
+        value = next(((f.get("slots") or {}).get(name) for f in reversed(stack)
+                      if (f.get("slots") or {}).get(name) not in (None, "")), None)
+        if value is not None and env.takes(workflow, name, value):
+            out[name] = value
+    return out

@@ -239,10 +239,11 @@ def check_declined(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv
         if (c.get("status") == "cancelled" and c.get("api") == p.get("name") and c.get("args") == (p.get("args") or {})
                 and c.get("turn") == env.turn):
             return _verdict("user_declined", p, f"the user declined {p.get('name')} with these arguments")
-        # the answer to its confirmation is this turn ("wait, we're 3 now"): what it changes is read and
-        # re-checked first, and the call waits for the user to agree to it again
+        # the answer to its confirmation is this turn ("is there parking?"): with nothing changed, the call
+        # waits for the user to agree to it again; with a value changed ("wait, we're 3 now") it is a new call,
+        # and its own confirmation asks about the new details
         if c.get("status") == "cancelled" and c.get("reread") and c.get("api") == p.get("name") \
-                and c.get("turn") == env.turn - 1:
+                and c.get("turn") == env.turn - 1 and c.get("args") == (p.get("args") or {}):
             return _verdict("user_declined", p, f"the user has just answered {p.get('name')}'s confirmation with "
                                                 "more to say; ask before calling it again")
     return _verdict("user_declined", p)

@@ -129,11 +129,15 @@ def next_proposal(wf: Workflow, interp: Interpreter, frame: dict, reading: dict,
         if lacking:
             candidates.append(proposal_for(wf, NextAction("ask", "request_information", slots=lacking), values))
         if act.args:  # nothing to confirm without arguments ("confirm the details: ?")
+            details = ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in
+                                user_args(act.args, {s.name for s in wf.slots}).items())
+            # the user said no to this very call ("hmm no, leave it"): it is not made, and it stays on offer
+            refused = any(c.get("status") == "cancelled" and not c.get("reread") and c.get("api") == act.name
+                          and c.get("args") == act.args for c in frame.get("calls") or [])
             candidates.append({"kind": "reply", "name": "request_information",
-                               "text": f"Before I {humanize(act.name)}, could you confirm the details: "
-                                       + ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in
-                                                   user_args(act.args, {s.name for s in wf.slots}).items())
-                                       + "?"})
+                               "text": f"Okay, I will not {humanize(act.name)} ({details}). Tell me what to change, "
+                                       "or say yes if you want me to go ahead after all." if refused else
+                                       f"Before I {humanize(act.name)}, could you confirm the details: {details}?"})
     candidates.append({"kind": "reply", "name": OOW,
                        "text": "I'm sorry, I can't do that right now. Is there anything else I can help with?"})
     # a question for values is not answered by a yes ("ok" to "the name, please?"): it stands

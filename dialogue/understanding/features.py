@@ -57,6 +57,12 @@ IMPERATIVE = re.compile(r"(^|[.!?,;]\s*|\b(now|then|so|and|also|ok|okay|great|go
                         r"set up|track)\b", re.I)
 QUESTION = re.compile(r"\?|^\W*(what|which|when|where|who|how|do|does|did|is|are|can|could|would|will|may|"
                       r"please (provide|tell|confirm|give|let))\b", re.I)
+def announced_aside(turn: str) -> bool:
+    """A question the user announces as a step aside ("oh and before that, where is my other order?", "quick
+    question: ..."): by its own words not the task under way."""
+    return bool(ASIDE.search(turn) and QUESTION.search(turn))
+
+
 NUMBERISH = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|noon|midnight|"
                        r"today|tomorrow|tonight|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
                        r"january|february|march|april|may|june|july|august|september|october|november|"
@@ -200,7 +206,9 @@ def slot_update(turn: str, workflow, request: bool = False) -> bool:
     if workflow is None:
         return False
     low = turn.lower()
-    value = bool(NUMBERISH.search(turn)) or any(
+    # a number, a time or a date counts when the slot reader takes one for the workflow ("9.30pm" is no value
+    # of a cancellation, which only takes a booking reference)
+    value = bool(NUMBERISH.search(turn)) and bool(fill_slots(turn, workflow).values) or any(
         v and re.search(rf"\b{re.escape(v)}\b", low) for v in _slot_values(workflow))
     if not value:
         return False

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Sequence
 from workflows.text import UNSURE, yes_no
 
 from .closing import load_closing
-from .features import (ASIDE, CONTEXT_FEATURES, QUESTION, asks_for_something, context_features, foreign_share,
+from .features import (CONTEXT_FEATURES, QUESTION, announced_aside, asks_for_something, context_features, foreign_share,
                        lexical_features, markers_end_task, names_task, retrieval_feature, slot_update,
                        split_history)
 from .query import self_generated_query
@@ -234,7 +234,9 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
     # an announced aside stays one when it also gives values the active workflow asked for ("actually first,
     # what's my savings balance? C-1001 pin 4821" while a card block asks for them): the aside is stacked
     # above the waiting task, which the user comes back to, rather than read into it
-    if digression and question and ASIDE.search(turn):
+    # (announced, the aside needs no other role: "before that, where is my other order?" mid-cancellation)
+    if announced_aside(turn) and (digression or params.use_digression and feats["asked"] and leans
+                                            and info.get("top") not in (None, active)):
         return verdict("SEARCH", 0.8, why=f"an announced aside: another workflow fits better ({info.get('top')})")
     if params.use_slot_update and not feats["accepts_offer"] and not named \
             and slot_update(turn, workflow, bool(feats["request"])):

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from workflows.pdl import Slot, Workflow
 from workflows.semantics import result_polarity
-from workflows.text import FILLERS, STOPWORDS, yes_no
+from workflows.text import FILLERS, STOPWORDS, content_words, stemmed, yes_no
 from workflows.text import NUMBER_WORDS as text_numbers
 
-from .enums import read_answer
+from .enums import option_text, read_answer
 from .spans import Target, load_spans, slot_words
 
 NUMBER_WORDS = {**text_numbers, "a couple": 2, "couple": 2, "single": 1, "thirty": 30, "forty": 40, "fifty": 50}
@@ -80,6 +81,12 @@ def _as_said(slot: Slot, text: str, found: list[tuple[str, tuple[int, int]]]) ->
     else:  # "12:30 on February 21, 2050" as one phrase
         said = text[spans[0][0]:spans[-1][1]].strip(" ,.;")
     return said if re.search(r"\d", said) else None
+
+
+# The kinds of value that say who the user is or what they refer to (a customer number, an order's reference,
+# an email): a new task of the same conversation starts with them (``ApplyEnv.carries``); a preference (a date,
+# a party size, a reason) is the task's own.
+CARRIED_KINDS = frozenset({"id", "email", "phone"})
 
 
 def slot_kind(slot: Slot) -> str:
@@ -212,12 +219,36 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
     return SlotFit(shape=shape, prefixes=prefixes, digits=digits, **bounds)
 
 
+_REFERENCE = re.compile(r"(?<![\w-])([A-Za-z]+[-_])\d+(?![\w-])")
+
+
+def value_labels(text: str, workflows) -> list[str]:
+    """What the references in ``text`` are, by the slots whose examples write them so ("ORD-7003" -> "Order
+    number" of "Order number, e.g. ORD-7001"; "B-1008" -> "Booking reference"): the search can then meet the
+    workflows that take them, where the reference's own characters say nothing.  ``workflows``: the
+    library's.  A reference whose prefix several slots' examples write gives each of their labels."""
+    said = {m.group(1).lower() for m in _REFERENCE.finditer(text or "")}
+    if not said:
+        return []
+    labels: dict[str, None] = {}
+    for wf in workflows:
+        for slot in wf.slots:
+            fit = slot_fit(slot, wf)
+            if said & {p.lower() for p in fit.prefixes}:
+                label = _EXAMPLES.sub("", slot.description or "").strip(" ,;:(") or slot.name.replace("_", " ")
+                labels[label] = None
+    return list(labels)
+
+
 # --- typed extractors: each returns (value, span) or None ---------------------------------------
 # am/pm, or the part of the day said in words ("seven in the evening", "9 in the morning")
 _AMPM = r"(?P<ap>a\.?m\.?|p\.?m\.?|in the (?:morning|afternoon|evening)|at night)"
 _TIME = re.compile(r"\b(?:(?P<h>[01]?\d|2[0-3])(?:[:.](?P<m>[0-5]\d))?\s*" + _AMPM + r"|(?P<h2>[01]?\d|2[0-3]):"
                    r"(?P<m2>[0-5]\d)|(?:at|@)\s+(?P<h3>1[0-2]|[1-9])(?![:.]?\d|\s*(?:people|persons|guests|of|pm|am|p\.m|a\.m)))\b"
-                   r"|\b(?P<noon>noon|midday|midnight)\b", re.I)
+                   r"|\b(?P<noon>noon|midday|midnight)\b"
+                   # "12.30", "7.45": a dotted clock time, never an amount ("€12.30", "12.30 euros") or a date
+                   r"|(?<![\d€$£.,])(?P<h4>[01]?\d|2[0-3])\.(?P<m4>[0-5]\d)(?!\d|[.,]\d|\s*(?:euros?|eur|dollars?|pounds?|"
+                   r"quid|%|percent)\b)", re.I)
 
 
 _HOUR_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
@@ -256,6 +287,20 @@ def _said_time(m: re.Match) -> str:
     return _clock(h, minutes, m.group("ap"))
 
 
+def nearer_half_day(value: Any, old: Any, message: str) -> Any:
+    """A new clock time said without am/pm, read in the half of the day nearer the time it replaces ("make it
+    8:30 instead" for a dinner at 20:00 is 20:30, not 08:30); any other value as it is."""
+    if not (isinstance(value, str) and isinstance(old, str) and _CLOCK.fullmatch(value) and _CLOCK.fullmatch(old)):
+        return value
+    h, was = int(value[:2]), int(old[:2])
+    if 1 <= h <= 11 and was >= 12 and abs(h + 12 - was) < abs(h - was) and not re.search(_AMPM, message, re.I):
+        return f"{h + 12:02d}{value[2:]}"
+    return value
+
+
+_CLOCK = re.compile(r"\d{2}:\d{2}")
+
+
 def find_time(text: str) -> tuple[str, tuple[int, int]] | None:
     if said := _SAID_TIME.search(text):
         return _said_time(said), said.span()
@@ -274,6 +319,8 @@ def find_time(text: str) -> tuple[str, tuple[int, int]] | None:
         return _clock(h, mi, m.group("ap")) if h <= 12 else f"{h:02d}:{mi:02d}", m.span()
     if m.group("h2") is not None:
         return f"{int(m.group('h2')):02d}:{m.group('m2')}", m.span()
+    if m.group("h4") is not None:
+        return f"{int(m.group('h4')):02d}:{m.group('m4')}", m.span()
     return _clock(int(m.group("h3")), 0, None), m.span()  # "at 7"
 
 
@@ -288,6 +335,16 @@ _DAY_ONLY = re.compile(r"\bthe\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+ones?\b)", re.I
 _NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})[/.](\d{1,2})[/.](\d{4}|\d{2})(?![\d/.]\d)")
 _IN_DAYS = re.compile(r"\bin\s+(an?|\d{1,2}|" + "|".join(list(NUMBER_WORDS)[:21]) + r")\s+(days?|weeks?)\b", re.I)
 _REL = re.compile(r"\b(today|tonight|tomorrow|day after tomorrow|" + "|".join(WEEKDAYS) + r")\b", re.I)
+
+
+def in_declared_form(slot: Slot, value: str, today: dt.date | None = None) -> str:
+    """A weekday as the date it means (the next one, today included, as the desk's tools read it) for a slot
+    whose description declares the YYYY-MM-DD form ("Day of the meal, YYYY-MM-DD"); else as it is."""
+    day = value.lower()
+    if day not in WEEKDAYS or not re.search(r"\bYYYY-MM-DD\b", slot.description or "", re.I):
+        return value
+    today = today or dt.date.today()
+    return (today + dt.timedelta(days=(WEEKDAYS.index(day) - today.weekday()) % 7)).isoformat()
 
 
 def find_date(text: str, today: dt.date | None = None) -> tuple[str, tuple[int, int]] | None:
@@ -431,6 +488,8 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
         if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other)\s+(?:[a-z]+\s+)?$",
                                       text[:m.start(1)], re.I):
             continue  # "which one is cheapest?": a pronoun, not a number
+        if tok == "one" and re.match(r"\s+(?:more|of|sec|second|moment|thing|question|last)\b", text[m.end(1):], re.I):
+            continue  # "one more thing", "one of them", "one sec": a phrase of speech, no count
         value: int | str = (tok if tok.startswith("0") and len(tok) > 1 else int(tok)) if tok.isdigit() \
             else NUMBER_WORDS[tok]
         out.append((value, m.span(1), bool(_STRONG.search(m.group(0)))))
@@ -518,14 +577,19 @@ def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = 
     def cued(word: str, names: set[str]) -> bool:
         return word in names or (word.endswith("s") and word[:-1] in names)
 
-    nums = [(value, span) for value, span, _ in find_ints(text)]
+    found = find_ints(text)
+    nums = [(value, span) for value, span, _ in found]
+    later = bool(CORRECTION.search(text))
     units: list[tuple[str, int] | None] = []  # the word just after each number, when it names numbers
     for _, (_, b) in nums:
         m = re.match(r"\s*([a-z]+)", text[b:b + 20].lower())
         units.append((m.group(1), b + m.end()) if m and cued(m.group(1), known) else None)
     for i in range(len(nums) - 1):
-        if units[i] and units[i + 1] is None and not text[units[i][1]:nums[i + 1][1][0]].strip(" ,;:"):
-            units[i] = None  # the word leads into the next number: its label
+        # the word leads into the next number: its label — not across a comma ("3 nights, 2"), nor when the next
+        # number has its own unit ("3 nights 2 adults")
+        if units[i] and units[i + 1] is None and not found[i + 1][2] \
+                and not text[units[i][1]:nums[i + 1][1][0]].strip(" :"):
+            units[i] = None
     scored = []
     for i, (value, (a, b)) in enumerate(nums):
         start = (units[i - 1] or (None, nums[i - 1][1][1]))[1] if i else 0
@@ -537,7 +601,9 @@ def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = 
             if fits and s.name in fits and not fits[s.name].ok(value):
                 continue
             if hits := sum(1 for w in words if cued(w, cues[s.name])):
-                scored.append((hits, -a, s.name, value, (a, b)))
+                # of two values named alike, the first — unless the message corrects itself ("pin 7777... no
+                # sorry my pin is 5602"): then the later one
+                scored.append((hits, a if later else -a, s.name, value, (a, b)))
     out: dict[str, tuple[int | str, tuple[int, int]]] = {}
     used: set[tuple[int, int]] = set()
     for hits, _, name, value, span in sorted(scored, reverse=True):
@@ -590,6 +656,17 @@ def other_direction_blanked(text: str, slot: Slot) -> str:
     return "".join(chars)
 
 
+def negated_blanked(text: str, slot: Slot) -> str:
+    """``text`` with the options it says are not meant blanked out ("savings not checking", "the faulty one,
+    not the wrong item", "instead of checking"): a correction names the new value beside the old."""
+    options = sorted((o for o in slot.enum or [] if o.strip()), key=len, reverse=True)
+    if not options:
+        return text
+    said = "|".join(re.escape(option_text(o)) for o in options)
+    pattern = rf"\b(?:not|instead of|rather than|isn'?t|wasn'?t)\s+(?:(?:the|my|a|an|from|in|to)\s+)?(?:{said})\b"
+    return re.sub(pattern, lambda m: " " * len(m.group(0)), text, flags=re.I)
+
+
 _QUANTIFIERS = frozenset({"any", "all", "both", "either", "every", "none", "some"})
 
 
@@ -626,6 +703,11 @@ def match_enum(text: str, options: list[str], *, whole: bool = False,
                 ratio = max((difflib.SequenceMatcher(None, o, " ".join(low.split()[i:i + len(ot)])).ratio()
                              for i in range(max(1, len(low.split()) - len(ot) + 1))), default=0)
                 score = max(overlap * 0.85 if overlap >= 0.5 else 0, ratio * 0.9 if ratio >= 0.8 else 0)
+                # every content word of a several-word option, in another form ("damaged when it arrived" for
+                # damaged_on_arrival, "I no longer need it" for no_longer_needed)
+                own, said = content_words(o), stemmed(content_words(low))
+                if len(own) >= 2 and all(stemmed({w}) & said for w in own):
+                    score = max(score, 0.8)
                 if whole:  # the reply is only the value: compare it whole
                     score = max(score, difflib.SequenceMatcher(None, o, low.strip()).ratio() * 0.9)
         if score < 0.7 and _lexicon_hit(opt, set(low.split())):
@@ -781,9 +863,10 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
             elif kind == "time" and (t := find_time(src)):
                 out.set(s.name, _as_said(s, src, [t]) or t[0], 0.9), take(t[1])
             elif kind == "date" and (d := find_date(src, today)):
-                out.set(s.name, _as_said(s, src, [d]) or d[0], 0.9), take(d[1])
+                out.set(s.name, _as_said(s, src, [d]) or in_declared_form(s, d[0], today), 0.9), take(d[1])
             elif kind == "enum":
-                hit = match_enum(other_direction_blanked(src, s), s.enum or [], whole=is_pending, today=today)
+                hit = match_enum(other_direction_blanked(negated_blanked(src, s), s), s.enum or [], whole=is_pending,
+                                 today=today)
                 if hit and not is_pending and bare_answer(message, hit[0], pending, kinds, out.values):
                     continue  # "Mark" to "What is your name?" names the customer, not the driver option "Mark"
                 if hit:
@@ -792,10 +875,10 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                     if pos >= 0:
                         take((pos, pos + len(hit[0])))
                 elif is_pending and s.name in (missing or ()) \
-                        and [p for p in pending if p not in out.values] == [s.name] \
-                        and (said := read_answer(other_direction_blanked(src, s), s.enum or [], embed)):
+                        and [p for p in pending if p not in out.values and kinds.get(p) == "enum"] == [s.name] \
+                        and (said := read_answer(other_direction_blanked(negated_blanked(src, s), s), s.enum or [], embed)):
                     # the answer to the question for it, in other words ("they're too small" for does_not_fit),
-                    # when it is the one question left open and the slot has no value yet (never a change)
+                    # when it is the one choice left open and the slot has no value yet (never a change)
                     out.set(s.name, said, 0.8)
             elif kind == "person" and (m := PERSON.search(src) or PERSON_FOR.search(src)):
                 out.set(s.name, m.group(1), 0.85), take(m.span(1))
@@ -907,7 +990,7 @@ _PLACED = re.compile(r"\b(?:to|at|from|in|on|for|into|via|near|by|with)\s*$", re
 
 
 def volunteered_name(text: str, message: str, workflow: Workflow, kinds: dict[str, str],
-                     missing: list[str]) -> tuple[str, str] | None:
+                     missing: list[str], correcting: bool = False) -> tuple[str, str] | None:
     """``(slot, name)`` for a name the user adds, unasked, beside the values they give ("Party Size: 30
     and Mark.", "7 pm, also it's Ann Lee", "Can you book a table? Sure, Lucca, also that would be Mark"):
     ``text`` is the message with the values already read blanked out.  Only when one free-text slot is
@@ -915,9 +998,10 @@ def volunteered_name(text: str, message: str, workflow: Workflow, kinds: dict[st
     place, a reason), and exactly one clause of the message, not one a value was read from, is a name as
     written — capitalised words, not one word at a sentence's start (sentence case is no name: "30.
     Cheers"), no filler or slot label, no enum option, not placed by a preposition ("to Union Station"),
-    not in a question ("30 and Mark?")."""
+    not in a question ("30 and Mark?").  ``correcting``: the message corrects the name (``missing`` holds the
+    person slot it names), so its correction words are no reason to read nothing."""
     free = [n for n in missing if kinds.get(n) in ("string", "person")]
-    if len(free) != 1 or kinds[free[0]] != "person" or CORRECTION.search(message):
+    if len(free) != 1 or kinds[free[0]] != "person" or CORRECTION.search(message) and not correcting:
         return None
     options = [o for s in workflow.slots if s.enum for o in s.enum]
     labels = set().union(*(label_words(s) for s in workflow.slots))
@@ -954,6 +1038,11 @@ def fits_slot(value: Any, slot: str, fits: dict[str, SlotFit], *, whole: bool = 
         return False
     if fit.shaped(value, whole=whole):
         return True
+    # a reference written with a letter prefix of its own ("ORD-7003") is not one whose examples write another
+    # ("C-1001"); one without ("A1234", "7003") may still be
+    prefix = re.fullmatch(r"([A-Za-z]+[-_/])\d+", str(value).strip()) if whole else None
+    if prefix and fit.prefixes and prefix.group(1).lower() not in {p.lower() for p in fit.prefixes}:
+        return False
     return not any(f.shaped(value, whole=whole) for n, f in fits.items() if n != slot)
 
 
@@ -975,9 +1064,9 @@ def loose_id(text: str, fit: SlotFit, slot: Slot | None = None) -> tuple[str, tu
             return value, m.span()
     for prefix in fit.prefixes:
         letters = prefix.rstrip("-_")
-        if len(letters) < 2:
-            continue  # "b 2" is too common a phrase to be booking B-2
-        if m := re.search(rf"\b{re.escape(letters)}[-_\s]?(\d+)\b", text, re.I):
+        # one letter only written onto three digits or more ("b1003"): "b 2" is too common a phrase to be B-2
+        loose = rf"\b{re.escape(letters)}[-_\s]?(\d+)\b" if len(letters) >= 2 else rf"\b{re.escape(letters)}(\d{{3,}})\b"
+        if m := re.search(loose, text, re.I):
             value = prefix + m.group(1)
             if fit.ok(value):
                 return value, m.span()
@@ -1183,15 +1272,22 @@ def _plain(word: str) -> str:
 def _item_hits(item: str, said: set[str]) -> tuple[int, int]:
     """An item's name words (letters only: a price or a size number is no name) and how many of them a
     message (its words ``said``) says.  Half of them name the item ("the trail running shoes" for "Trail
-    running shoes, size 39", "the grinder" for "Espresso grinder")."""
+    running shoes, size 39", "the grinder" for "Espresso grinder"), and so does its head noun alone, the last
+    word before any detail ("the shoes" for "Trail running shoes, size 39"): counted as all of them."""
     toks = {_plain(t) for t in _tokens(item) if t.isalpha() and len(t) > 2} - STOPWORDS
-    return len(toks), len(toks & {_plain(t) for t in said})
+    plain = {_plain(t) for t in said}
+    head = next((w for w in reversed(_tokens(re.split(r"[,(;]", item)[0])) if w.isalpha()), "")
+    if head and _plain(head) in toks and _plain(head) in plain:
+        return len(toks), len(toks)
+    return len(toks), len(toks & plain)
 
 
-def referred_values(message: str, workflow: Workflow, values: dict[str, Any], unfilled: list[str]) -> dict[str, Any]:
+def referred_values(message: str, workflow: Workflow, values: dict[str, Any], unfilled: list[str],
+                    named_only: bool = False) -> dict[str, Any]:
     """Values for ``unfilled`` slots that ``message`` points at among ``values`` (slots and results): an item
     of a listed value by its position ("the first one") or its name said in the message ("send back the table
-    runner"), or the value a replacing slot keeps ("same day")."""
+    runner"), or the value a replacing slot keeps ("same day").  ``named_only``: only an item named (a message
+    said before the list existed: its "first" or "same" pointed at something else)."""
     out: dict[str, Any] = {}
     said = set(_tokens(message))
     for name in unfilled:
@@ -1206,7 +1302,7 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
             if items is None and ref != _REPLACING.sub("", name) and isinstance(value, str) and value.strip():
                 items = [_without_details(value)]  # the list of its kind holds one item ("items" of a one-item order)
             if items is not None:
-                pick = ordinal_pick(message, items)
+                pick = None if named_only else ordinal_pick(message, items)
                 if pick is None:  # an item named in the message, when only one is (and no other is mentioned)
                     hits = [(i, _item_hits(str(_item_value(i, name)), said)) for i in items]
                     named = [i for i, (n, k) in hits if k and 2 * k >= n]
@@ -1218,8 +1314,44 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
                         value = ref_id.group(0)
                     out[name] = value
                     break
-            elif (m := _SAME.search(message)) and m.group(1).lower() in label_words(slot) | set(_tokens(ref)):
+            elif not named_only and (m := _SAME.search(message)) and m.group(1).lower() in label_words(slot) | set(_tokens(ref)):
                 out[name] = value  # "same day": the value the new one replaces stays
+                break
+    return out
+
+
+def resembling(message: str, value: str, least: float = 0.5) -> str | None:
+    """The stretch of ``message`` that says ``value`` again with a change: most of its words (at least ``least``
+    of them, two at least), as many words as it has (the changed one in place of the old: "it's 21 Rose Lane,
+    Northwind NW3 2AB" for "12 Rose Lane, Northwind NW3 2AB"), and not the same.  None otherwise."""
+    old = _tokens(value)
+    if len(set(old)) < 2:
+        return None
+    spans = [m.span() for m in re.finditer(r"[A-Za-z0-9]+", message)]
+    best, best_key = None, (math.ceil(least * len(set(old))), -len(old))
+    for i in range(len(spans)):
+        for j in range(i + 1, len(spans)):
+            said = message[spans[i][0]:spans[j][1]]
+            key = (len(set(_tokens(said)) & set(old)), -abs(j - i + 1 - len(old)))
+            if key > best_key:
+                best, best_key = said, key
+    return best if best is not None and best.strip().lower() != value.strip().lower() else None
+
+
+def other_item(message: str, workflow: Workflow, frame: dict, filled: list[str]) -> dict[str, Any]:
+    """Values of ``filled`` slots that a correcting message replaces by another item of the list the value
+    is one of ("not the vase, I meant the table runner"): the one other item it names."""
+    slots, results = frame.get("slots") or {}, frame.get("results") or {}
+    out: dict[str, Any] = {}
+    for name in filled:
+        slot, current = workflow.slot(name), slots.get(name)
+        if slot is None or slot.enum or current in (None, ""):
+            continue
+        for ref in referents(name):
+            items = listed(results.get(ref))
+            others = [i for i in items or [] if str(_item_value(i, name)) != str(current)]
+            if items and len(others) < len(items):  # the value is one of the list's items
+                out.update(referred_values(message, workflow, {ref: others}, [name], named_only=True))
                 break
     return out
 
@@ -1262,6 +1394,26 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
         for name, value in again.values.items():
             if slots.get(name) not in (None, "") and name not in found.values:
                 found.set(name, value, again.confidence[name])
+    if CORRECTION.search(message):
+        # "oh wait no, not the vase, I meant the table runner": another item of the list the value came from
+        for name, value in other_item(message, workflow, frame, [n for n in slots if n not in found.values]).items():
+            found.set(name, value, 0.85)
+        # "I got the house number wrong, it's 21 Rose Lane, Northwind NW3 2AB": the words that resemble a free-text
+        # value are its new spelling
+        for name in slots:
+            slot, current = workflow.slot(name), slots.get(name)
+            if name not in found.values and slot is not None and slot_kind(slot) == "string" and isinstance(current, str) \
+                    and (new := resembling(message, current)):
+                found.set(name, new, 0.75)
+    if not found.values and CORRECTION.search(message):
+        # "put it under my wife's name instead, Julia Porter": a new name for the one person slot the message
+        # names by its label, read as a volunteered name is (one clause that is a name as written)
+        said = set(_tokens(message))
+        people = [s.name for s in workflow.slots if slot_kind(s) == "person" and slots.get(s.name) not in (None, "")
+                  and label_words(s) & said]
+        if len(people) == 1 and (hit := volunteered_name(message, message, workflow, {people[0]: "person"}, people,
+                                                         correcting=True)):
+            found.set(*hit, 0.6)
     # a question for information ("what time do you close tonight?") changes no value the user gave;
     # "what about 8pm?" / "can we do tonight instead?" propose one
     inquiry = bool(WH_QUESTION.match(message.strip())) and "?" in message
@@ -1273,6 +1425,7 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
     for name, value in found.values.items():
         conf = found.confidence.get(name, 0)
         old = slots.get(name)
+        value = found.values[name] = nearer_half_day(value, old, message)
         if old is None or old == "":
             if conf >= MIN_CONF_NEW:
                 out.append(SetSlot(slot=name, value=value, confidence=round(conf, 3), turn=turn))
