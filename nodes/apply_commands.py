@@ -42,6 +42,27 @@ def _read_queued(stack: list, start: dict, res: Resources, reading: dict, kinds:
     return [*stack[:at], done, *stack[at + 1:]], [c for c in added if c.command in ("set_slot", "correct_slot")]
 
 
+def _shared(stack: list, res: Resources, turn: int) -> list:
+    """Two requests in one message share what the user said once for both ("block card 4417 and tell me my
+    savings balance, C-1001 pin 4821": the customer number and PIN in the second part are the block's too): a
+    value one of the two frames read fills the other's slot of the same name when that one has none — not
+    an option (the account of a balance is no reason to block a card)."""
+    active = top(stack)
+    at = next((i for i, f in enumerate(stack) if f.get("queued") and f.get("started") == turn), None)
+    if active is None or at is None:
+        return stack
+    frames = [active, stack[at]]
+    for i, (mine, other) in enumerate((frames, frames[::-1])):
+        wf = res.library.workflows[mine["workflow"]]
+        given = {s.name: v for s in wf.slots if not s.enum and (mine.get("slots") or {}).get(s.name) in (None, "")
+                 and (v := (other.get("slots") or {}).get(s.name)) not in (None, "")}
+        if given:
+            frames[i] = Frame(**{**mine, "slots": {**(mine.get("slots") or {}), **given}})
+    out = list(stack)
+    out[at], out[-1] = frames[1], frames[0]
+    return out
+
+
 def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     res = get_resources(runtime.context)
     turn = int(state.get("turn") or 0)
@@ -66,6 +87,8 @@ def apply_commands(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if wf is not None and not navigates:
         stack, more = read_turn(stack, wf, res.interpreters[wf.name], reading, kinds, env)
         added = [*added, *more]
+    if queued:
+        stack = _shared(stack, res, env.turn)
     update: dict[str, Any] = {"stack": [{"op": "replace", "stack": stack}]}
     if added:
         update["commands"] = dump(added)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from dialogue.control.checks import CheckEnv, run_checks
+from dialogue.control.checks import CheckEnv, done_key, run_checks
 from dialogue.control.hints import hints_for
 from dialogue.control.safe_reply import safe_reply
 from dialogue.execution.replies import answer_text
@@ -23,6 +23,7 @@ from dialogue.frames import fingerprint, scope_of, top
 from graph.context import Context
 from graph.resources import get_resources
 from graph.state import State, given_slots, turn_commands
+from workflows.sanitize import user_args
 
 
 def _active(state: State, ctx: Context):
@@ -33,8 +34,23 @@ def _active(state: State, ctx: Context):
     env = CheckEnv(turn=int(state.get("turn") or 0), max_turns=ctx.max_turns, max_api_repeats=ctx.max_api_repeats,
                    scope=scope_of(frame, state.get("reading")), procedure=interp.procedure if interp else None,
                    prerequisites=tuple(state.get("prerequisites") or ()) if ctx.experience else (),
-                   given=tuple(given_slots(turn_commands(state))))
+                   given=tuple(given_slots(turn_commands(state))), done_before=_done_before(state, res, wf))
     return wf, frame, env
+
+
+def _done_before(state: State, res, wf) -> tuple:
+    """The irreversible calls of the workflow that succeeded earlier in the conversation, in any task
+    (``CheckEnv.done_before``), read from the event log the tools node writes (a finished task may have left
+    the stack); by the values the user gave (the log redacts credentials)."""
+    if wf is None:
+        return ()
+    slots = {s.name for s in wf.slots}
+    out = []
+    for e in state.get("trace") or []:
+        api = wf.api(e.get("api") or "") if e.get("event") == "environment" and e.get("ok") else None
+        if api is not None and api.irreversible and e.get("workflow") == wf.name:
+            out.append(done_key(api.name, user_args(e.get("args") or {}, slots)))
+    return tuple(out)
 
 
 def pre_controller(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

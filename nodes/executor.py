@@ -26,6 +26,7 @@ from graph.context import Context
 from graph.resources import Resources, get_resources, model_for
 from graph.state import State, given_slots, turn_commands
 from workflows.semantics import values_view
+from workflows.sanitize import user_args
 from workflows.text import humanize, lower_first, render_value, sentences
 
 
@@ -138,6 +139,12 @@ def _propose(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     violations = [v for v in state.get("violations") or [] if v.get("turn") == turn]
     now = fingerprint(frame)
     rejected = [v["proposal"] for v in violations if v.get("at") == now and v.get("proposal")]
+    done = next((v["proposal"] for v in violations if v.get("already_done") and v.get("at") == now), None)
+    if done is not None:  # the same irreversible call again (a correction that names what was already booked)
+        details = ", ".join(f"{humanize(k)} {render_value(v)}" for k, v in
+                            user_args(done.get("args") or {}, {s.name for s in wf.slots}).items())
+        return {"proposal": {**pattern_reply(res, "pattern_already_done", humanize(done.get("name") or ""),
+                                             details=details), "completes": True}}
     if "close" in kinds and frame.get("status") != "done":
         # The user ends the task ("no, that's all", "maybe another time" to the next step offered): the
         # workflow's own closing answer when it has one, else the desk's (a goodbye to a farewell, "anything

@@ -99,8 +99,10 @@ def served(state: State, res) -> bool:
     """Does the library serve a turn with no open workflow at all (a search from inside one was decided by
     the detector)?  False only when the scope gate (``dialogue.understanding.scope``) says the turn is far
     from every workflow."""
-    # the user's own words, as the gate was fitted (the self-generated query may add the agent's words)
-    return serves(split_history(state.get("messages") or [])[0] or search_query_of(state), res)
+    # the user's own words, as the gate was fitted (the self-generated query may add the agent's words), with what
+    # their references are ("ORD-7004" is an order number: a desk that takes order numbers serves the turn)
+    return serves(labelled(split_history(state.get("messages") or [])[0] or search_query_of(state), res.library, None),
+                  res)
 
 
 def serves(text: str, res) -> bool:

@@ -207,3 +207,21 @@ def test_demo_passes_and_fails_honestly(agent_context, tmp_path, monkeypatch):
                       workflow="book_table")
     monkeypatch.setattr(demo, "script", lambda: [wrong])
     assert demo.run_demo(workdir=str(tmp_path), console=quiet) == 1
+
+
+def test_the_same_booking_asked_for_again_is_not_made_twice(talk, agent_context):
+    """A request that restates what was already booked ("Correction: Maison Verte, not Casa Fiorella" after the
+    booking at Maison Verte) starts the task afresh with the same details: the booking is not made again."""
+    ask = "Book a table at Casa Fiorella for 2 on 2026-12-22 at 19:00 under Margaret Hamilton"
+    r = talk(ask)
+    assert "B-" in r.reply and len(_bookings(agent_context.db_path, "Margaret Hamilton")) == 1
+    r = talk(ask)
+    assert "already done" in r.reply and not r.interrupts
+    assert len(_bookings(agent_context.db_path, "Margaret Hamilton")) == 1
+
+
+def test_two_requests_in_one_message_share_who_the_user_is(talk):
+    r = talk("my card ending 4417 was stolen, block it please, and then tell me my savings balance. C-1001 pin 4821",
+             confirm="no")
+    assert r.active_workflow == "block_card"
+    assert any(c["name"] == "verify_identity" and c["args"].get("customer_id") == "C-1001" for c in r.tool_calls)

@@ -165,5 +165,7 @@ def test_close_pairs_exist_and_are_told_apart(lib):
     for a, b in pairs:
         wa, wb = lib.get(a), lib.get(b)
         assert wa.domain == wb.domain and wa.description != wb.description
-        # each side of a close pair tells the reader when to use the other one
-        assert b in wa.detailed_description and a in wb.detailed_description, f"{a}/{b} do not point at each other"
+        # a close pair tells the reader when to use the other one — from one side at least: a pointer's own words
+        # are indexed with the workflow, and return_item's "for money back without sending anything (damaged on
+        # arrival, lost, double charge) use refund_order" drew refund requests to returns (session 24's probes)
+        assert b in wa.detailed_description or a in wb.detailed_description, f"{a}/{b} do not point at each other"

@@ -40,7 +40,7 @@ NUMBER_WORDS = MappingProxyType({w: i for i, w in enumerate(
 # Discourse markers opening a turn ("Oh wait, before that: …", "Also, one more thing — …") say that a
 # new request follows; they are not part of it.  Generic English, stripped before the query is written.
 DISCOURSE = re.compile(r"^\W*(?:(?:oh|ah|um+|hmm+|uh|well|so|ok(?:ay)?|sorry|wait|hold on|hang on|actually|also|and|"
-                       r"btw|by the way|one more thing|another thing|quick question|real quick|before (?:that|we "
+                       r"btw|by the way|one more thing|another thing|quick (?:question|one)|real quick|before (?:that|we "
                        r"(?:continue|go on|finish|do that))|first|in the meantime|meanwhile|oops|hey|"
                        r"(?:i )?(?:just )?remembered|i forgot)\b[\s,;:.!\-–—]*)+", re.I)
 

@@ -49,16 +49,19 @@ _ANOTHER = re.compile(r"\b(?:other|another|different|second|separate)\b", re.I)
 def carried(stack: list[Frame], workflow: str, env: ApplyEnv, request: str = "") -> dict:
     """The values a new instance of ``workflow`` starts with: for each slot that carries (``ApplyEnv.carries``:
     who the user is, what they refer to), the latest value an earlier task of the conversation holds under
-    that name ("cancel B-1008" — "no, leave it" — "push it to 9.30pm instead": the change is of B-1008).  None
-    when the request says it is about another one ("where is my other order?")."""
+    that name, given or returned ("cancel B-1008" — "no, leave it" — "push it to 9.30pm instead": the change is
+    of B-1008).  None when the request says it is about another one ("where is my other order?")."""
     out: dict = {}
     if _ANOTHER.search(request or ""):
         return out
     for name in env.slots_of(workflow):
         if not env.carries(workflow, name):
             continue
-        value = next(((f.get("slots") or {}).get(name) for f in reversed(stack)
-                      if (f.get("slots") or {}).get(name) not in (None, "")), None)
+        # what the user gave, or what an earlier task returned for it ("book ... " — "plans changed, cancel that
+        # please": the booking just made)
+        value = next((v for f in reversed(stack) for v in ((f.get("slots") or {}).get(name),
+                                                            (f.get("results") or {}).get(name)) if v not in (None, "")),
+                     None)
         if value is not None and env.takes(workflow, name, value):
             out[name] = value
     return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workflows.bindings import schema_errors
+from workflows.sanitize import user_args
 from workflows.pdl import BUILTIN_ANSWERS, TEMPLATE_VAR, Workflow
 from workflows.procedure import Call, If, Procedure, While
 from workflows.semantics import UNKNOWN, Scope, decided, evaluate
@@ -49,6 +50,9 @@ class CheckEnv:
     procedure: Procedure | None = None
     prerequisites: tuple = ()  # verified experience the PDL lacks (dialogue.experience)
     given: tuple = ()  # slots the user gave values for this turn
+    # irreversible calls of the workflow that succeeded earlier in the conversation: ``done_key`` of the API and
+    # the values the user gave for it
+    done_before: tuple = ()
 
 
 def _norm(v: Any) -> Any:
@@ -223,13 +227,22 @@ def check_repeat(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv) 
     same = [c for c in frame.get("calls") or []
             if c.get("api") == p.get("name") and c.get("args") == args and c.get("status") != "cancelled"]
     api = wf.api(p.get("name", "")) if wf else None
-    if api is not None and api.irreversible and any(c.get("status", "ok") == "ok" for c in same):
+    if api is not None and api.irreversible and (any(c.get("status", "ok") == "ok" for c in same)
+                                                 or done_key(api.name, user_args(args, {s.name for s in wf.slots}))
+                                                 in env.done_before):
+        # (a correction after a booking that names what was booked, "Maison Verte, not Casa Fiorella", starts
+        # the task afresh with the same details: it must not book a second table)
         return _verdict("api_repetition", p, f"{api.name} already succeeded with these arguments and cannot be "
-                                             "undone; do not run it again")
+                                             "undone; do not run it again", already_done=True)
     if len(same) >= env.max_api_repeats:
         return _verdict("api_repetition", p, f"{p.get('name')} was already called {len(same)} times with these "
                                              f"arguments (limit {env.max_api_repeats}); use its result")
     return _verdict("api_repetition", p)
+
+
+def done_key(api: str, args: dict) -> tuple:
+    """How ``CheckEnv.done_before`` names a call: the API and its arguments, in a hashable form."""
+    return api, tuple(sorted((k, str(v)) for k, v in (args or {}).items()))
 
 
 def check_declined(p: Proposal, wf: Workflow | None, frame: Frame, env: CheckEnv) -> Verdict:

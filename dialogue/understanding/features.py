@@ -34,13 +34,13 @@ DONE = re.compile(r"\b(confirmed|successfully|successful|has been (set|made|plac
                   r"(you'?re|you are) (all set|booked)|enjoy)\b", re.I)
 CUE = re.compile(r"\b(actually|instead|also|another thing|one more thing|something else|by the way|btw|"
                  r"cancel|change (my|the|it)|switch|what about|forget (it|that|about)|never ?mind|rather|"
-                 r"different|besides|in addition|as well|now i|next|before that|hold on|oh,? wait|quick question)\b",
+                 r"different|besides|in addition|as well|now i|next|before that|hold on|oh,? wait|quick (?:question|one))\b",
                  re.I)
 # What announces an aside, a request to be dealt with before the task at hand ("actually first, ...", "one more
 # thing before that", "quick question"), unlike the cues of a change to it ("what about ...", "... instead").
 ASIDE = re.compile(r"(?:^\W*|\b(?:actually|but|ok(?:ay)?|oh|wait|so|and)\W+)first\b(?![\s-]+(?:class|name|time|one|of)\b)"
                    r"|\bbefore (?:that|we (?:continue|go on|finish|do that))\b|\b(?:one more|another) thing\b"
-                   r"|\bquick question\b|\breal quick\b|\bby the way\b|\bbtw\b|\bin the meantime\b|\bmeanwhile\b"
+                   r"|\bquick (?:question|one)\b|\breal quick\b|\bby the way\b|\bbtw\b|\bin the meantime\b|\bmeanwhile\b"
                    r"|\bwhile (?:i have you|you'?re at it|we'?re at it)\b", re.I)
 # "where is my order?" asks for a service (tracking), unlike "where is it?" about the current item.
 REQUEST = re.compile(r"\b(where is my|where's my|(what is|what's) the status of my|"

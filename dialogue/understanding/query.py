@@ -8,7 +8,7 @@ from typing import Sequence
 
 from workflows.text import DISCOURSE
 
-from .features import ELLIPTIC, OFFER_CLAUSE, _content_words
+from .features import ELLIPTIC, IMPERATIVE, OFFER_CLAUSE, _content_words
 
 _ACTION = re.compile(r"(?:(?:i want|i'?d like|i would like|i need)(?:\s+to)?|i wanna|can you|could you|would you|"
                      r"will you|help me|please|i'?m looking to|i am looking to|let'?s|is it possible to)\s+"
@@ -35,7 +35,9 @@ def self_generated_query(turn: str, agent: str, earlier: Sequence[str], feats: d
     # the search back to the previous task.
     context_needed = feats.get("accepts_offer") or own <= 1 or (ELLIPTIC.search(turn) and own <= 2)
     m = _ACTION.search(turn)
-    action = _phrase(m.group(1)) if m else ""
+    # else the clause that opens with an imperative verb ("argh, plans changed, cancel that please": cancel)
+    im = None if m else IMPERATIVE.search(turn)
+    action = _phrase(m.group(1)) if m else _phrase(re.split(r"[,;.!?]", turn[im.start(4):])[0]) if im else ""
     offer = feats.get("offer_text") or ""
     if feats.get("accepts_offer") and offer:
         om = OFFER_CLAUSE.search(offer)

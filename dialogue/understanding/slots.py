@@ -485,9 +485,9 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
         chars[a:b] = " " * (b - a)
     for m in _INT.finditer("".join(chars)):
         tok = m.group(1).lower()
-        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other)\s+(?:[a-z]+\s+)?$",
+        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other|a|quick)\s+(?:[a-z]+\s+)?$",
                                       text[:m.start(1)], re.I):
-            continue  # "which one is cheapest?": a pronoun, not a number
+            continue  # "which one is cheapest?", "a quick one first": a pronoun, not a number
         if tok == "one" and re.match(r"\s+(?:more|of|sec|second|moment|thing|question|last)\b", text[m.end(1):], re.I):
             continue  # "one more thing", "one of them", "one sec": a phrase of speech, no count
         value: int | str = (tok if tok.startswith("0") and len(tok) > 1 else int(tok)) if tok.isdigit() \
@@ -609,6 +609,14 @@ def cue_numbers(text: str, slots: list[Slot], fits: dict[str, SlotFit] | None = 
     for hits, _, name, value, span in sorted(scored, reverse=True):
         if name not in out and span not in used:
             out[name], _ = (value, span), used.add(span)
+    if later:  # "card ending 4417 - no sorry, 9032": a number said as the one before it, after the correction
+        for name, (value, (a, b)) in list(out.items()):
+            fix = next((m for m in CORRECTION.finditer(text) if m.start() >= b), None)
+            again = [(v, sp) for v, sp in nums if fix and sp[0] >= fix.end() and sp not in used
+                     and len(str(v)) == len(str(value)) and (not fits or name not in fits or fits[name].ok(v))]
+            if len(again) == 1:
+                out[name] = again[0]
+                used.add(again[0][1])
     return out
 
 
@@ -621,7 +629,7 @@ ENUM_LEXICON = {
     "mistake": {"wrong", "mistake", "mistakenly", "accident", "accidentally", "duplicate", "twice", "error"},
     "slow": {"long", "slow", "late", "delayed", "delay", "forever", "ages"},
     "cheaper": {"cheaper", "cheap", "elsewhere", "price", "less"},
-    "stolen": {"stole", "stolen", "theft", "robbed", "pickpocketed"},
+    "stolen": {"stole", "stolen", "theft", "robbed", "pickpocketed", "nicked", "swiped", "snatched", "mugged"},
     "lost": {"lose", "lost", "misplaced"},
     "compromised": {"compromised", "skimmed", "hacked", "cloned"},
     "faulty": {"broken", "damaged", "defective", "cracked", "malfunctioning"},
@@ -982,6 +990,9 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
         value = free_value(source, kind, workflow.slot(name)) if source else None
         if value and (out.yesno is None or used) and fits_slot(value, name, fits, whole=kind == "id"):
             out.set(name, value, 0.6)
+    for name, value in out.values.items():  # a free-text value ends where its sentence does ("... NW9 1AA. C-1001")
+        if kinds.get(name) in ("string", "person") and isinstance(value, str):
+            out.values[name] = value.rstrip(" .,;:")
     return out
 
 
@@ -1186,7 +1197,8 @@ def remainder(text: str, workflow: Workflow, slot: str) -> str:
 
 REPLACED = re.compile(r"(?:,|;|\s-)\s*(?:and\s+)?(not\s+[^,.;!?]+)|\b((?:instead of|rather than)\s+[^,.;!?]+)", re.I)
 CORRECTION = re.compile(r"\b(?:sorry|actually|i meant|i mean|instead|make it|change (?:it|that|the)|wait|rather|"
-                        r"not (?:\d+|on|at|for))\b", re.I)
+                        r"not (?:\d+|on|at|for)|(?:got|typed|spelt|spelled|wrote|gave you|put) (?:\w+ ){0,3}wrong|typo|"
+                        r"my mistake|mistyped)\b", re.I)
 # sentence starters that are not names ("Thanks. ..." is not a guest called Thanks)
 _NOT_NAMES = {"yes", "no", "ok", "okay", "sure", "thanks", "thank", "please", "hi", "hello", "hey", "well", "oh",
               "so", "then", "and", "but", "the", "i", "my", "it", "that", "this", "great", "good", "fine", "perfect"}
@@ -1252,6 +1264,7 @@ _REPLACING = re.compile(r"^(?:new|updated|changed|other|different|another)_", re
 
 
 _ID_SUFFIX = re.compile(r"_ids?$", re.I)
+_PLURAL = re.compile(r"_ids$|[^su]s$", re.I)  # a slot for several values ("transaction_ids", "items"; not "address")
 
 
 def referents(slot: str) -> tuple[str, ...]:
@@ -1306,7 +1319,14 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
                 if pick is None:  # an item named in the message, when only one is (and no other is mentioned)
                     hits = [(i, _item_hits(str(_item_value(i, name)), said)) for i in items]
                     named = [i for i, (n, k) in hits if k and 2 * k >= n]
-                    pick = named[0] if len(named) == 1 and sum(1 for _, (_, k) in hits if k) == 1 else None
+                    alone = sum(1 for _, (_, k) in hits if k) == len(named)
+                    pick = named[0] if len(named) == 1 and alone else None
+                    if len(named) > 1 and alone and _PLURAL.search(name):
+                        # "the two gamestore ones" for the disputed transactions: every item named, by reference
+                        refs = [m.group(0) if (m := ORDER_ID.search(str(_item_value(i, name)))) else None for i in named]
+                        if all(refs):
+                            out[name] = ", ".join(refs)
+                            break
                 if pick is not None:
                     value = _item_value(pick, name)
                     # an id slot takes the listed item's reference ("TX-5007"), not its whole line
@@ -1338,6 +1358,67 @@ def resembling(message: str, value: str, least: float = 0.5) -> str | None:
     return best if best is not None and best.strip().lower() != value.strip().lower() else None
 
 
+def corrected(message: str, workflow: Workflow, frame: dict, found: Filled) -> None:
+    """Values a correcting message gives in ways the reader does not take unasked (into ``found``): another item
+    of the list a value came from, a free-text value said again with a change, a new name for the one person
+    slot the message names, the hour of a time said as a bare number."""
+    slots = frame.get("slots") or {}
+    # "oh wait no, not the vase, I meant the table runner": another item of the list the value came from
+    for name, value in other_item(message, workflow, frame, [n for n in slots if n not in found.values]).items():
+        found.set(name, value, 0.85)
+    # "I got the house number wrong, it's 21 Rose Lane, Northwind NW3 2AB": the words that resemble a free-text
+    # value are its new spelling; "I typed the postcode wrong, it's NW9 1AB": a part of it, one word changed
+    for name, current in slots.items():
+        slot = workflow.slot(name)
+        if name not in found.values and slot is not None and slot_kind(slot) == "string" and isinstance(current, str) \
+                and (new := resembling(message, current) or changed_part(message, current)):
+            found.set(name, new, 0.75)
+    # "no - can we do 9 instead?" for a dinner at 20:00: a bare number that, read as the hour near the time it
+    # would replace, moves it by two hours at most, is that time and no count ("we're 4 now" is one)
+    ints = find_ints(message)
+    times = [n for n, v in slots.items() if workflow.slot(n) is not None and slot_kind(workflow.slot(n)) == "time"
+             and _CLOCK.fullmatch(str(v))]
+    counted = len(ints) == 1 and re.search(r"\b(?:we'?re|we are|we'?ll be|we will be|there'?ll be|there are|party of|"
+                                          r"table for|for)\s*$", message[:ints[0][1][0]], re.I)
+    if len(ints) == 1 and len(times) == 1 and not ints[0][2] and not counted and isinstance(ints[0][0], int) \
+            and 1 <= ints[0][0] <= 12:
+        counts = [n for n, v in found.values.items() if v == ints[0][0] and n not in times]
+        hour = nearer_half_day(f"{ints[0][0]:02d}:00", slots[times[0]], message)
+        if counts and hour != slots[times[0]] and abs(int(hour[:2]) - int(slots[times[0]][:2])) <= 2:
+            for n in counts:
+                found.values.pop(n), found.confidence.pop(n, None)
+            found.set(times[0], hour, 0.8)
+    if not found.values:
+        # "put it under my wife's name instead, Julia Porter": a new name for the one person slot the message
+        # names by its label, read as a volunteered name is (one clause that is a name as written)
+        said = set(_tokens(message))
+        people = [s.name for s in workflow.slots if slot_kind(s) == "person" and slots.get(s.name) not in (None, "")
+                  and label_words(s) & said]
+        if len(people) == 1 and (hit := volunteered_name(message, message, workflow, {people[0]: "person"}, people,
+                                                         correcting=True)):
+            found.set(*hit, 0.6)
+
+
+def changed_part(message: str, value: str) -> str | None:
+    """``value`` with one word changed as ``message`` says it again, in the words around it ("it's NW9 1AB" for
+    "7 Elm Street, Northwind NW9 1AA": the postcode's second half), the longest such stretch; the new word
+    holds a digit or a capital (a number, a code, a name), the kept ones something more than stopwords.
+    None when the message says no part of it again with one word changed."""
+    old = [(m.group(0).lower(), m.span()) for m in re.finditer(r"[A-Za-z0-9]+", value)]
+    said = [(m.group(0), m.span()) for m in re.finditer(r"[A-Za-z0-9]+", message)]
+    for n in range(len(old), 1, -1):
+        for i in range(len(old) - n + 1):
+            for j in range(len(said) - n + 1):
+                pairs = list(zip([t for t, _ in old[i:i + n]], [t for t, _ in said[j:j + n]]))
+                diff = [k for k, (a, b) in enumerate(pairs) if a != b.lower()]
+                if len(diff) != 1 or not re.search(r"\d|^[A-Z]", pairs[diff[0]][1]) \
+                        or all(a in STOPWORDS for k, (a, _) in enumerate(pairs) if k != diff[0]):
+                    continue
+                a, b = old[i][1][0], old[i + n - 1][1][1]
+                return value[:a] + message[said[j][1][0]:said[j + n - 1][1][1]] + value[b:]
+    return None
+
+
 def other_item(message: str, workflow: Workflow, frame: dict, filled: list[str]) -> dict[str, Any]:
     """Values of ``filled`` slots that a correcting message replaces by another item of the list the value
     is one of ("not the vase, I meant the table runner"): the one other item it names."""
@@ -1356,14 +1437,17 @@ def other_item(message: str, workflow: Workflow, frame: dict, filled: list[str])
     return out
 
 
-def retried_slots(frame: dict) -> set[str]:
+def retried_slots(frame: dict, workflow: Workflow | None = None) -> set[str]:
     """The arguments of the frame's last call when it failed or its result says it did not work out
-    ("Unavailable", "Reservation Failed"): a value the user gives for one now is another try."""
+    ("Unavailable", "Reservation Failed"; with the ``workflow``, a yes/no value the call returns that is no:
+    ``has_funds`` false): a value the user gives for one now is another try."""
     calls = [c for c in frame.get("calls") or [] if c.get("status") != "cancelled"]
     if not calls:
         return set()
-    last = calls[-1]
-    if last.get("status") == "error" or result_polarity(frame.get("results") or {}) is False:
+    last, results = calls[-1], frame.get("results") or {}
+    api = workflow.api(last.get("api") or "") if workflow is not None else None
+    if last.get("status") == "error" or result_polarity(results) is False \
+            or api is not None and any(results.get(r) is False for r in api.returns or []):
         return set(last.get("args") or {})
     return set()
 
@@ -1380,6 +1464,12 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
 
     pending = [] if skip_free_text else asked
     slots = frame.get("slots") or {}
+    retry = retried_slots(frame, workflow)
+    # nothing asked after a call that did not work out ("€442.08 is less than €500. A smaller amount?" — "ugh
+    # fine, 400 then"): a bare number is the one amount or count the call was made with
+    counts = [n for n in retry if workflow.slot(n) is not None and slot_kind(workflow.slot(n)) in ("integer", "number")]
+    if not pending and not skip_free_text and len(counts) == 1:
+        pending = counts
     found = fill_slots(message, workflow, pending=pending, last_items=last_items(frame), today=today,
                        missing=[s.name for s in workflow.slots if slots.get(s.name) in (None, "")], embed=embed)
     # an asked value pointed at among what a lookup listed ("the unknown merchant one", "the vase") is that
@@ -1394,33 +1484,14 @@ def slot_commands(message: str, workflow: Workflow, frame: dict, asked: list[str
         for name, value in again.values.items():
             if slots.get(name) not in (None, "") and name not in found.values:
                 found.set(name, value, again.confidence[name])
-    if CORRECTION.search(message):
-        # "oh wait no, not the vase, I meant the table runner": another item of the list the value came from
-        for name, value in other_item(message, workflow, frame, [n for n in slots if n not in found.values]).items():
-            found.set(name, value, 0.85)
-        # "I got the house number wrong, it's 21 Rose Lane, Northwind NW3 2AB": the words that resemble a free-text
-        # value are its new spelling
-        for name in slots:
-            slot, current = workflow.slot(name), slots.get(name)
-            if name not in found.values and slot is not None and slot_kind(slot) == "string" and isinstance(current, str) \
-                    and (new := resembling(message, current)):
-                found.set(name, new, 0.75)
-    if not found.values and CORRECTION.search(message):
-        # "put it under my wife's name instead, Julia Porter": a new name for the one person slot the message
-        # names by its label, read as a volunteered name is (one clause that is a name as written)
-        said = set(_tokens(message))
-        people = [s.name for s in workflow.slots if slot_kind(s) == "person" and slots.get(s.name) not in (None, "")
-                  and label_words(s) & said]
-        if len(people) == 1 and (hit := volunteered_name(message, message, workflow, {people[0]: "person"}, people,
-                                                         correcting=True)):
-            found.set(*hit, 0.6)
+    if CORRECTION.search(message) or retry:
+        corrected(message, workflow, frame, found)
     # a question for information ("what time do you close tonight?") changes no value the user gave;
     # "what about 8pm?" / "can we do tonight instead?" propose one
     inquiry = bool(WH_QUESTION.match(message.strip())) and "?" in message
     # a message that says it corrects ("actually we're 4 now") changes a value on the evidence a new one needs,
     # and so does a value for the last call after it failed ("not available any more" - "oh man, try 700")
     change = MIN_CONF_NEW if CORRECTION.search(message) else MIN_CONF_CHANGE
-    retry = retried_slots(frame)
     out: list = []
     for name, value in found.values.items():
         conf = found.confidence.get(name, 0)
