@@ -9,6 +9,7 @@ Commands are immutable; ``apply`` returns a new stack and never mutates the one 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -110,3 +111,30 @@ def carried(previous: Frame, workflow: str, env: ApplyEnv) -> dict[str, Any]:
         return {}
     return {k: v for k, v in (previous.get("slots") or {}).items()
             if v not in (None, "") and env.takes(workflow, k, v)}
+
+
+# "where is my other order?": the request is about another thing than the one an earlier task held
+_ANOTHER = re.compile(r"\b(?:other|another|different|second|separate)\b", re.I)
+
+
+def remembered(stack: list[Frame], workflow: str, env: ApplyEnv, request: str = "") -> dict[str, Any]:
+    """The values a new instance of ``workflow`` starts with: for each slot that carries (``ApplyEnv.carries``:
+    who the user is, what they refer to), the latest value an earlier task of the conversation holds under
+    that name, given or returned ("cancel B-1008" — "no, leave it" — "push it to 9.30pm instead": the change is
+    of B-1008).  None when the request says it is about another one ("where is my other order?").  Unlike
+    ``carried`` (everything the task just finished holds that the next one asks for), from any earlier task,
+    into any workflow, but only who the user is and what they refer to."""
+    out: dict[str, Any] = {}
+    if _ANOTHER.search(request or ""):
+        return out
+    for name in env.slots_of(workflow):
+        if not env.carries(workflow, name):
+            continue
+        # what the user gave, or what an earlier task returned for it ("book ... " — "plans changed, cancel that
+        # please": the booking just made)
+        value = next((v for f in reversed(stack) for v in ((f.get("slots") or {}).get(name),
+                                                            (f.get("results") or {}).get(name)) if v not in (None, "")),
+                     None)
+        if value is not None and env.takes(workflow, name, value):
+            out[name] = value
+    return out

@@ -6,11 +6,10 @@ just below the active one (interrupted, ``Frame.queued``) and starts when the ac
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from ..frames import Frame, new_frame
-from .base import ApplyEnv, Command, activate
+from .base import ApplyEnv, Command, activate, remembered
 
 
 class StartFlow(Command):
@@ -30,7 +29,7 @@ class StartFlow(Command):
             return [*stack[:-1], waiting, stack[-1]]
 
         def new() -> Frame:
-            frame = new_frame(self.workflow, env.turn, carried(stack, self.workflow, env, self.query))
+            frame = new_frame(self.workflow, env.turn, remembered(stack, self.workflow, env, self.query))
             if self.belief:
                 frame["belief"] = dict(self.belief)
             return frame
@@ -41,27 +40,3 @@ class StartFlow(Command):
             out = [*out[:-1], Frame(**{**out[-1], "belief": dict(self.belief)})]
         return out
 
-
-# "where is my other order?": the request is about another thing than the one an earlier task held
-_ANOTHER = re.compile(r"\b(?:other|another|different|second|separate)\b", re.I)
-
-
-def carried(stack: list[Frame], workflow: str, env: ApplyEnv, request: str = "") -> dict:
-    """The values a new instance of ``workflow`` starts with: for each slot that carries (``ApplyEnv.carries``:
-    who the user is, what they refer to), the latest value an earlier task of the conversation holds under
-    that name, given or returned ("cancel B-1008" — "no, leave it" — "push it to 9.30pm instead": the change is
-    of B-1008).  None when the request says it is about another one ("where is my other order?")."""
-    out: dict = {}
-    if _ANOTHER.search(request or ""):
-        return out
-    for name in env.slots_of(workflow):
-        if not env.carries(workflow, name):
-            continue
-        # what the user gave, or what an earlier task returned for it ("book ... " — "plans changed, cancel that
-        # please": the booking just made)
-        value = next((v for f in reversed(stack) for v in ((f.get("slots") or {}).get(name),
-                                                            (f.get("results") or {}).get(name)) if v not in (None, "")),
-                     None)
-        if value is not None and env.takes(workflow, name, value):
-            out[name] = value
-    return out

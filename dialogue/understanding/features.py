@@ -34,7 +34,8 @@ DONE = re.compile(r"\b(confirmed|successfully|successful|has been (set|made|plac
                   r"(you'?re|you are) (all set|booked)|enjoy)\b", re.I)
 CUE = re.compile(r"\b(actually|instead|also|another thing|one more thing|something else|by the way|btw|"
                  r"cancel|change (my|the|it)|switch|what about|forget (it|that|about)|never ?mind|rather|"
-                 r"different|besides|in addition|as well|now i|next|before that|hold on|oh,? wait|quick (?:question|one))\b",
+                 r"different|besides|in addition|as well|now i|next|before that|hold on|oh,? wait|"
+                 r"quick (?:question|one))\b",
                  re.I)
 # What announces an aside, a request to be dealt with before the task at hand ("actually first, ...", "one more
 # thing before that", "quick question"), unlike the cues of a change to it ("what about ...", "... instead").
@@ -57,6 +58,8 @@ IMPERATIVE = re.compile(r"(^|[.!?,;]\s*|\b(now|then|so|and|also|ok|okay|great|go
                         r"set up|track)\b", re.I)
 QUESTION = re.compile(r"\?|^\W*(what|which|when|where|who|how|do|does|did|is|are|can|could|would|will|may|"
                       r"please (provide|tell|confirm|give|let))\b", re.I)
+
+
 def announced_aside(turn: str) -> bool:
     """A question the user announces as a step aside ("oh and before that, where is my other order?", "quick
     question: ..."): by its own words not the task under way."""

@@ -23,8 +23,8 @@ CANCEL = re.compile(r"\b(?:cancel(?: that| it| this)?|never ?mind|forget (?:it|a
                     r"|^\W*stop\b(?!\s+(?:at|by|in|on|near|over)\b)", re.I)
 ABANDON = re.compile(r"\bnever ?mind\b|\bforget (?:it|about it)\b", re.I)
 _PERSON = r"(?:(?:real|actual|live|human|proper)\s+)?(?:human|person|being|agent|representative|operator|colleague|manager)"
-HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|put me (?:through|over) to|"
-                   r"pass me (?:on |over )?to|get me|"
+HUMAN = re.compile(r"\b(?:(?:talk|speak|chat) (?:to|with)|connect me (?:to|with)|transfer me to|"
+                   r"put me (?:through|over) to|pass me (?:on |over )?to|get me|"
                    r"i (?:want|need|would like|'d like)(?: to (?:talk|speak) to)?) (?:a |an |the |your )?"
                    rf"{_PERSON}\b|\b(?:talk|speak) (?:to|with) (?:someone|somebody)\b"
                    rf"|^\W*(?:(?:an?|the|a real)\s+)?{_PERSON}(?:\s+please)?\W*$", re.I)

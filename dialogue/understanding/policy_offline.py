@@ -21,9 +21,9 @@ from typing import Any, Callable, Literal, Sequence
 from workflows.text import UNSURE, yes_no
 
 from .closing import load_closing
-from .features import (CONTEXT_FEATURES, QUESTION, announced_aside, asks_for_something, context_features, foreign_share,
-                       lexical_features, markers_end_task, names_task, retrieval_feature, slot_update,
-                       split_history)
+from .features import (CONTEXT_FEATURES, QUESTION, announced_aside, asks_for_something, context_features,
+                       foreign_share, lexical_features, markers_end_task, names_task, retrieval_feature,
+                       slot_update, split_history)
 from .query import self_generated_query
 
 RETRIEVAL_TOP_K = 10

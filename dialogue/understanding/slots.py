@@ -247,8 +247,8 @@ _TIME = re.compile(r"\b(?:(?P<h>[01]?\d|2[0-3])(?:[:.](?P<m>[0-5]\d))?\s*" + _AM
                    r"(?P<m2>[0-5]\d)|(?:at|@)\s+(?P<h3>1[0-2]|[1-9])(?![:.]?\d|\s*(?:people|persons|guests|of|pm|am|p\.m|a\.m)))\b"
                    r"|\b(?P<noon>noon|midday|midnight)\b"
                    # "12.30", "7.45": a dotted clock time, never an amount ("€12.30", "12.30 euros") or a date
-                   r"|(?<![\d€$£.,])(?P<h4>[01]?\d|2[0-3])\.(?P<m4>[0-5]\d)(?!\d|[.,]\d|\s*(?:euros?|eur|dollars?|pounds?|"
-                   r"quid|%|percent)\b)", re.I)
+                   r"|(?<![\d€$£.,])(?P<h4>[01]?\d|2[0-3])\.(?P<m4>[0-5]\d)"
+                   r"(?!\d|[.,]\d|\s*(?:euros?|eur|dollars?|pounds?|quid|%|percent)\b)", re.I)
 
 
 _HOUR_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
@@ -485,8 +485,8 @@ def find_ints(text: str) -> list[tuple[int | str, tuple[int, int], bool]]:
         chars[a:b] = " " * (b - a)
     for m in _INT.finditer("".join(chars)):
         tok = m.group(1).lower()
-        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other|a|quick)\s+(?:[a-z]+\s+)?$",
-                                      text[:m.start(1)], re.I):
+        if tok == "one" and re.search(r"\b(?:which|this|that|the|each|every|any|no|another|other|a|quick)\s+"
+                                      r"(?:[a-z]+\s+)?$", text[:m.start(1)], re.I):
             continue  # "which one is cheapest?", "a quick one first": a pronoun, not a number
         if tok == "one" and re.match(r"\s+(?:more|of|sec|second|moment|thing|question|last)\b", text[m.end(1):], re.I):
             continue  # "one more thing", "one of them", "one sec": a phrase of speech, no count
@@ -884,7 +884,8 @@ def fill_slots(message: str, workflow: Workflow, *, pending: list[str] | None = 
                         take((pos, pos + len(hit[0])))
                 elif is_pending and s.name in (missing or ()) \
                         and [p for p in pending if p not in out.values and kinds.get(p) == "enum"] == [s.name] \
-                        and (said := read_answer(other_direction_blanked(negated_blanked(src, s), s), s.enum or [], embed)):
+                        and (said := read_answer(other_direction_blanked(negated_blanked(src, s), s), s.enum or [],
+                                                 embed)):
                     # the answer to the question for it, in other words ("they're too small" for does_not_fit),
                     # when it is the one choice left open and the slot has no value yet (never a change)
                     out.set(s.name, said, 0.8)
@@ -1282,12 +1283,13 @@ def _plain(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _item_hits(item: str, said: set[str]) -> tuple[int, int]:
-    """An item's name words (letters only: a price or a size number is no name) and how many of them a
-    message (its words ``said``) says.  Half of them name the item ("the trail running shoes" for "Trail
-    running shoes, size 39", "the grinder" for "Espresso grinder"), and so does its head noun alone, the last
-    word before any detail ("the shoes" for "Trail running shoes, size 39"): counted as all of them."""
-    toks = {_plain(t) for t in _tokens(item) if t.isalpha() and len(t) > 2} - STOPWORDS
+def _item_hits(item: str, said: set[str], topic: frozenset[str] | set[str] = frozenset()) -> tuple[int, int]:
+    """An item's name words (letters only: a price or a size number is no name; not the words of the task's
+    own name, ``topic``: "ride" names no ride of a ride order) and how many of them a message (its words
+    ``said``) says.  Half of them name the item ("the trail running shoes" for "Trail running shoes, size 39",
+    "the grinder" for "Espresso grinder"), and so does its head noun alone, the last word before any detail
+    ("the shoes" for "Trail running shoes, size 39"): counted as all of them."""
+    toks = {_plain(t) for t in _tokens(item) if t.isalpha() and len(t) > 2} - STOPWORDS - set(topic)
     plain = {_plain(t) for t in said}
     head = next((w for w in reversed(_tokens(re.split(r"[,(;]", item)[0])) if w.isalpha()), "")
     if head and _plain(head) in toks and _plain(head) in plain:
@@ -1303,6 +1305,7 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
     said before the list existed: its "first" or "same" pointed at something else)."""
     out: dict[str, Any] = {}
     said = set(_tokens(message))
+    topic = {_plain(t) for t in _tokens(workflow.name.replace("_", " "))}
     for name in unfilled:
         slot = workflow.slot(name)
         if slot is None:
@@ -1317,7 +1320,7 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
             if items is not None:
                 pick = None if named_only else ordinal_pick(message, items)
                 if pick is None:  # an item named in the message, when only one is (and no other is mentioned)
-                    hits = [(i, _item_hits(str(_item_value(i, name)), said)) for i in items]
+                    hits = [(i, _item_hits(str(_item_value(i, name)), said, topic)) for i in items]
                     named = [i for i, (n, k) in hits if k and 2 * k >= n]
                     alone = sum(1 for _, (_, k) in hits if k) == len(named)
                     pick = named[0] if len(named) == 1 and alone else None
@@ -1334,7 +1337,8 @@ def referred_values(message: str, workflow: Workflow, values: dict[str, Any], un
                         value = ref_id.group(0)
                     out[name] = value
                     break
-            elif not named_only and (m := _SAME.search(message)) and m.group(1).lower() in label_words(slot) | set(_tokens(ref)):
+            elif not named_only and (m := _SAME.search(message)) \
+                    and m.group(1).lower() in label_words(slot) | set(_tokens(ref)):
                 out[name] = value  # "same day": the value the new one replaces stays
                 break
     return out
