@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from dialogue.commands import NotUnderstood, dump
-from dialogue.frames import interrupted
+from dialogue.frames import interrupted, top
 from dialogue.turn import make_env, open_frame
 from dialogue.understanding.belief import is_correction, revision_commands
 from dialogue.understanding.features import split_history
@@ -24,6 +24,7 @@ from dialogue.understanding.navigation import reading_of, turn_commands
 from dialogue.understanding.policy_llm import decide
 from dialogue.understanding.policy_offline import RETRIEVAL_TOP_K, ScoreFn, learned_params
 from dialogue.understanding.ranker import evidence, load_ranker
+from dialogue.understanding.slots import restated
 from graph.context import Context
 from graph.resources import get_resources, model_for
 from graph.state import SCHEMA_VERSION, State, decision
@@ -57,6 +58,12 @@ def not_language(text: str, turn: int, active: str | None) -> dict[str, Any]:
                        "commands": ["not_understood"], "out_of_scope": True, "policy": "not_language"}]}
 
 
+def restates(text: str, frame: dict, library) -> bool:
+    """The message corrects nothing of the (settled) task ``frame``: it says again values it already holds."""
+    wf = library.workflows.get(frame.get("workflow") or "")
+    return wf is not None and restated(text, wf, frame.get("slots") or {})
+
+
 def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context
     res = get_resources(ctx)
@@ -64,11 +71,13 @@ def detector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     turn = int(state.get("turn") or 0) + 1
     env = make_env(turn, res.library.workflows, res.interpreters, res.today)
     frame = open_frame(stack, env)  # a settled frame's irreversible call is made: the next turn is a new request
+    messages = state.get("messages") or []
+    if frame is None and (done := top(stack)) is not None and restates(split_history(messages)[0], done, res.library):
+        frame = done  # ... unless it only restates what that task used ("wait, I meant B-1008"): it is about that task
     wf = res.library.workflows.get(frame["workflow"]) if frame else None
     active = wf.name if wf is not None else None  # a workflow gone from the library is no longer active
     asked = list(frame.get("asked") or []) if wf is not None else []
     started = time.perf_counter()
-    messages = state.get("messages") or []
     text, _, _ = split_history(messages)
     if not reads_as_language(text, res.known_word, expecting_value=bool(asked)):
         return not_language(text, turn, active)

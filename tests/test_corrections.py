@@ -239,3 +239,12 @@ def test_someone_to_talk_to_is_a_hand_over():
 
     assert HUMAN.search("this is ridiculous, just put me through to a real person")
     assert HUMAN.search("can you pass me on to a manager")
+
+
+def test_a_correction_that_only_restates_what_the_task_used():
+    from dialogue.understanding.slots import restated
+
+    used = {"booking_id": "B-1008", "new_date": "2026-12-27", "new_time": "19:30"}
+    assert restated("Wait, I meant B-1008 for the booking reference.", wf("change_booking"), used)
+    assert not restated("Wait, I meant B-1009 for the booking reference.", wf("change_booking"), used)
+    assert not restated("B-1008", wf("change_booking"), used)  # no correction in it

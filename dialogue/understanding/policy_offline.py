@@ -25,6 +25,7 @@ from .features import (CONTEXT_FEATURES, QUESTION, announced_aside, asks_for_som
                        foreign_share, lexical_features, markers_end_task, names_task, retrieval_feature,
                        slot_update, split_history)
 from .query import self_generated_query
+from .slots import restated
 
 RETRIEVAL_TOP_K = 10
 
@@ -211,6 +212,11 @@ def offline_decide(messages: Sequence[Any], active: str | None, workflow=None, s
         if not ranking and not in_scope_request and feats["content_words"] == 0:
             return verdict("STAY", 0.8, oos=True, why="out of scope: nothing to search for")
         return verdict("SEARCH", 0.95, why=f"no active workflow; the user wants: {turn}")
+    # "Wait, I meant B-1008 for the booking reference" once the change of B-1008 is done: a correction that only
+    # restates what the finished task used changes nothing, and starts nothing (a search could find the
+    # booking's cancellation, ready to run with that very reference)
+    if finished and filled and workflow is not None and restated(turn, workflow, filled):
+        return verdict("STAY", 0.85, why="a correction that restates what the finished task used")
     # Another workflow's task named outright ("can you also track my order?") is a switch; a new
     # value for an active slot is not, even with "change"/"instead" in it.
     named = "" if names_task(turn, active) or answers_choice(turn, workflow, pending) else next(

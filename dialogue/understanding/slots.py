@@ -1441,6 +1441,13 @@ def other_item(message: str, workflow: Workflow, frame: dict, filled: list[str])
     return out
 
 
+def restated(message: str, workflow: Workflow, values: dict) -> bool:
+    """Does a correcting message only say again values the task already holds ("Wait, I meant B-1008 for the
+    booking reference" when it is B-1008)?"""
+    said = fill_slots(message, workflow).values if CORRECTION.search(message or "") else {}
+    return bool(said) and all(str(values.get(k, "")).strip().lower() == str(v).strip().lower() for k, v in said.items())
+
+
 def retried_slots(frame: dict, workflow: Workflow | None = None) -> set[str]:
     """The arguments of the frame's last call when it failed or its result says it did not work out
     ("Unavailable", "Reservation Failed"; with the ``workflow``, a yes/no value the call returns that is no:
