@@ -86,12 +86,8 @@ def _learned(state: State, ctx: Context, res, query: str, candidates: list[dict]
 
 def labelled(text: str, library, active: str | None) -> str:
     """``text`` with what its references are (``slots.value_labels``: "where is ORD-7003?" also says "Order
-    number"), so the search meets the workflows that take them.  Not a reference the active workflow takes
-    too (its customer number): that says nothing against the active task, and may be an answer to it."""
-    labels = value_labels(text, library.workflows.values())
-    wf = library.workflows.get(active) if active else None
-    if wf is not None:
-        labels = [lab for lab in labels if lab not in set(value_labels(text, [wf]))]
+    number"), so the search meets the workflows that take them."""
+    labels = value_labels(text, library.workflows.values(), library.workflows.get(active) if active else None)
     return f"{text} ({', '.join(labels)})" if labels else text
 
 

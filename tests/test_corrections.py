@@ -72,6 +72,9 @@ def test_references_say_what_they_are_to_the_search():
     assert value_labels("where is ORD-7003? tomas.l@example.com", LIB.workflows.values()) == ["Order number"]
     assert value_labels("cancel B-1008 please", LIB.workflows.values()) == ["Booking reference"]
     assert value_labels("nothing to see here", LIB.workflows.values()) == []
+    # a reference the task under way takes too says nothing against it
+    assert value_labels("C-1005 pin 3141", LIB.workflows.values()) == ["Customer number"]
+    assert value_labels("C-1005 pin 3141", LIB.workflows.values(), wf("block_card")) == []
 
 
 def test_an_option_said_not_to_be_meant_is_not_read():

@@ -222,22 +222,27 @@ def slot_fit(slot: Slot, workflow: Workflow | None = None) -> SlotFit:
 _REFERENCE = re.compile(r"(?<![\w-])([A-Za-z]+[-_])\d+(?![\w-])")
 
 
-def value_labels(text: str, workflows) -> list[str]:
+def value_labels(text: str, workflows, active: Workflow | None = None) -> list[str]:
     """What the references in ``text`` are, by the slots whose examples write them so ("ORD-7003" -> "Order
     number" of "Order number, e.g. ORD-7001"; "B-1008" -> "Booking reference"): the search can then meet the
     workflows that take them, where the reference's own characters say nothing.  ``workflows``: the
-    library's.  A reference whose prefix several slots' examples write gives each of their labels."""
+    library's.  A reference whose prefix several slots' examples write gives each of their labels; none the
+    ``active`` workflow's slots give too (its customer number says nothing against the task under way, and may
+    answer it)."""
     said = {m.group(1).lower() for m in _REFERENCE.finditer(text or "")}
     if not said:
         return []
-    labels: dict[str, None] = {}
-    for wf in workflows:
-        for slot in wf.slots:
-            fit = slot_fit(slot, wf)
-            if said & {p.lower() for p in fit.prefixes}:
-                label = _EXAMPLES.sub("", slot.description or "").strip(" ,;:(") or slot.name.replace("_", " ")
-                labels[label] = None
-    return list(labels)
+
+    def labels_in(wfs) -> dict[str, None]:
+        out: dict[str, None] = {}
+        for wf in wfs:
+            for slot in wf.slots:
+                if said & {p.lower() for p in slot_fit(slot, wf).prefixes}:
+                    out[_EXAMPLES.sub("", slot.description or "").strip(" ,;:(") or slot.name.replace("_", " ")] = None
+        return out
+
+    own = labels_in([active]) if active is not None else {}
+    return [label for label in labels_in(workflows) if label not in own]
 
 
 # --- typed extractors: each returns (value, span) or None ---------------------------------------
